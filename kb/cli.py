@@ -1,0 +1,251 @@
+"""The `kb` command. Thin: parse arguments, call the library, print, return an exit code.
+
+argparse rather than a third-party CLI library: it is made for the job and costs ~5 ms to import,
+and `kb lookup` must start in a few tens of milliseconds.
+
+Exit codes, grep-like: 0 success / found, 1 problems / not found, 2 usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import __version__
+
+EXIT_OK, EXIT_NOTFOUND, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own exit code is 2 as well; keep its message short
+        self.print_usage(sys.stderr)
+        print(f"kb: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _fmt(examples: str):
+    return argparse.RawDescriptionHelpFormatter, "examples:\n" + examples
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="kb", description="Name PyTorch / CUDA failures from raw logs, and prove the "
+                "knowledge base on your GPU.",
+                formatter_class=argparse.RawDescriptionHelpFormatter,
+                epilog="examples:\n  kb lookup \"CUDA error: an illegal memory access was encountered\"\n"
+                       "  python train.py 2>&1 | kb lookup --stdin\n  kb show cuda-oom\n  kb verify")
+    p.add_argument("--version", action="version", version=f"kb {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def add(name, help, examples, func):
+        fc, ep = _fmt(examples)
+        sp = sub.add_parser(name, help=help, description=help, formatter_class=fc, epilog=ep)
+        sp.add_argument("--kb-dir", action="append", default=[], metavar="DIR",
+                        help="an extra folder of your own entries (repeatable; also KB_PATH)")
+        sp.set_defaults(func=func)
+        return sp
+
+    sp = add("lookup", "Find the entry for an error message or a whole log.",
+             '  kb lookup "CUDA error: device-side assert triggered"\n'
+             "  kubectl logs trainer-0 | kb lookup --stdin --json\n  kb lookup --file run.log.gz --top 3",
+             _cmd_lookup)
+    src = sp.add_mutually_exclusive_group()
+    src.add_argument("text", nargs="?", help="the error text (quote it)")
+    src.add_argument("--stdin", action="store_true", help="read the log from standard input")
+    src.add_argument("--file", metavar="PATH", help="read the log from a file (.gz too)")
+    sp.add_argument("--json", action="store_true", help="machine-readable output (see docs/json.md)")
+    sp.add_argument("--format", choices=["text", "json", "markdown"], default=None)
+    sp.add_argument("--top", type=int, default=3, metavar="N", help="show at most N matches (default 3)")
+
+    sp = add("show", "Show one entry in full.", "  kb show cuda-oom\n  kb show cuda-oom --markdown > issue.md",
+             _cmd_show)
+    sp.add_argument("id")
+    g = sp.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true")
+    g.add_argument("--markdown", action="store_true", help="pasteable into a bug report")
+
+    sp = add("list", "List the entries.", "  kb list\n  kb list --json | jq '.[].id'", _cmd_list)
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("lint", "Check entry files: schema, regexes, examples, ids.",
+             "  kb lint\n  kb lint my-entries/\n  kb lint --json entries/cuda/cuda-oom.yaml", _cmd_lint)
+    sp.add_argument("paths", nargs="*", metavar="PATH", help="entry files or folders (default: all entries)")
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("code", "Explain a CUDA error code in every numbering era.",
+             "  kb code 700\n  kb code 4\n  kb code cudaErrorAssert", _cmd_code)
+    sp.add_argument("code", help="a number, or a cudaError*/CUDA_ERROR_* name")
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("index", "Build or rebuild the full-text index.", "  kb index --rebuild", _cmd_index)
+    sp.add_argument("--rebuild", action="store_true", help="rebuild even when it is fresh")
+
+    sp = add("verify", "Run entries' repros on this machine's GPU and check them with the lookup.",
+             "  kb verify\n  kb verify cuda-oom cuda-device-side-assert -j 4\n"
+             "  kb verify --record --json > verify.json", _cmd_verify)
+    sp.add_argument("ids", nargs="*", metavar="ID")
+    sp.add_argument("--area", action="append", default=[])
+    sp.add_argument("--tag", action="append", default=[])
+    sp.add_argument("--python", default=sys.executable, metavar="PATH",
+                    help="the interpreter that has torch (default: this one)")
+    sp.add_argument("-j", "--jobs", type=int, default=1, metavar="N")
+    sp.add_argument("--timeout", type=float, default=None, metavar="S",
+                    help="per-entry timeout in seconds (default: the entry's own, else 120)")
+    sp.add_argument("--record", action="store_true", help="write evidence records into the repo")
+    sp.add_argument("--evidence-dir", metavar="DIR", help="where --record writes (default: the repo's evidence/)")
+    sp.add_argument("--trust", action="store_true", help="also run repros of your own (local) entries")
+    sp.add_argument("--json", action="store_true")
+
+    sp = add("tui", "Interactive: paste an error, read the diagnosis, run the repro.",
+             "  kb tui\n  kb tui --file train.log\n  python train.py 2>&1 | kb tui", _cmd_tui)
+    sp.add_argument("--file", metavar="PATH")
+    return p
+
+
+def _load(args):
+    from .knowledge import load
+
+    return load(args.kb_dir)
+
+
+def _print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+# ---------------------------------------------------------------- commands
+def _cmd_lookup(args) -> int:
+    from .lookup_cli import run_lookup
+
+    return run_lookup(args)
+
+
+def _cmd_show(args) -> int:
+    from . import render
+
+    kb = _load(args)
+    entry = kb.get(args.id)
+    if entry is None:
+        close = kb.closest_ids(args.id)
+        hint = f" Did you mean: {', '.join(close)}?" if close else " See `kb list`."
+        print(f"kb: no entry '{args.id}'.{hint}", file=sys.stderr)
+        return EXIT_NOTFOUND
+    evs = kb.evidence_for(entry.id)
+    if args.json:
+        _print_json(render.entry_dict(entry, evs))
+    elif args.markdown:
+        sys.stdout.write(render.entry_markdown(entry, evs))
+    else:
+        render.print_entry(entry, evs)
+    return EXIT_OK
+
+
+def _cmd_list(args) -> int:
+    from . import render
+
+    kb = _load(args)
+    rows = []
+    for e in sorted(kb.entries, key=lambda e: (e.area, e.id)):
+        evs = kb.evidence_for(e.id)
+        rows.append({"id": e.id, "title": e.title, "area": e.area, "local": e.local,
+                     "codes": [f"{c.api}:{c.value}" for c in e.codes],
+                     "verification": render.verification_status(e, evs),
+                     "verified_on": evs[0].gpu if evs else None})
+    if args.json:
+        _print_json(rows)
+        return EXIT_OK
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for col in ("id", "area", "codes", "verification", "title"):
+        t.add_column(col, overflow="fold", no_wrap=col in ("id",))
+    color = {"fix-verified": "green", "reproduced": "green", "unverified": "yellow", "no repro": "dim"}
+    for r in rows:
+        v = r["verification"]
+        t.add_row(r["id"] + (" [magenta](local)[/magenta]" if r["local"] else ""), r["area"],
+                  " ".join(c.replace("runtime-legacy", "legacy") for c in r["codes"]),
+                  f"[{color.get(v, 'red')}]{v}[/]", r["title"])
+    con = render.console()
+    con.print(t)
+    con.print(f"[dim]{len(rows)} entries[/dim]")
+    if kb.problems:
+        print(f"kb: {len(kb.problems)} problem(s) in entry files; run `kb lint`", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_lint(args) -> int:
+    from . import render
+    from .knowledge import load
+    from .lint import lint
+
+    if args.paths:
+        missing = [p for p in args.paths if not Path(p).exists()]
+        if missing:
+            print(f"kb: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+            return EXIT_USAGE
+        kb = load(args.kb_dir, bundled=[Path(p) for p in args.paths], use_cache=False)
+    else:
+        kb = load(args.kb_dir, use_cache=False)
+    problems = lint(kb)
+    if args.json:
+        _print_json({"entries": len(kb.entries), "problems": [render.problem_dict(p) for p in problems]})
+    else:
+        render.print_problems(problems)
+        n = len(kb.entries)
+        print(f"{n} entr{'y' if n == 1 else 'ies'} checked, {len(problems)} problem(s)",
+              file=sys.stderr if problems else sys.stdout)
+    return EXIT_NOTFOUND if problems else EXIT_OK
+
+
+def _cmd_code(args) -> int:
+    from .code_cli import run_code
+
+    return run_code(args)
+
+
+def _cmd_index(args) -> int:
+    from .index import ensure_index
+
+    kb = _load(args)
+    path, built = ensure_index(kb, force=args.rebuild)
+    print(f"index {'built' if built else 'is fresh'}: {path} ({len(kb.entries)} entries)")
+    return EXIT_OK
+
+
+def _cmd_verify(args) -> int:
+    from .verify_cli import run_verify
+
+    return run_verify(args)
+
+
+def _cmd_tui(args) -> int:
+    try:
+        from tui.app import run_app
+    except ImportError as e:
+        print(f"kb: the TUI is not available: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_app(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("kb: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `kb list | head`: the reader went away; not an error worth a traceback.
+        try:
+            sys.stdout = None  # type: ignore[assignment]
+        finally:
+            return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

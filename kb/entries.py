@@ -1,0 +1,250 @@
+"""Find, load and validate entry files.
+
+Every problem names the file, line and column, a stable check code and what to do. A broken file
+never stops the others from loading. Checks that need the matcher (an example that does not
+match its own entry...) live in lint.py; these are the ones a file can fail on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from .model import Code, Entry, Problem, Program, Repro, Requirements, Signature
+from .regex_literal import required_literal
+
+try:
+    _Loader = yaml.CSafeLoader  # about 8x faster than the pure-Python loader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+MAX_ENTRY_BYTES = 1 << 20  # an entry is a page of YAML; anything this big is a mistake
+
+# Stable check codes: users and CI scripts grep for them.
+CHECKS = {
+    "KB001": "file cannot be read as UTF-8 text",
+    "KB002": "file is not valid YAML",
+    "KB003": "document is not a mapping",
+    "KB004": "entry does not follow the schema",
+    "KB005": "id does not equal the file name",
+    "KB006": "duplicate id",
+    "KB007": "signature regex does not compile",
+    "KB008": "signature can match the empty string",
+    "KB009": "match example does not match its own entry",
+    "KB010": "no_match example matches the entry",
+    "KB011": "repro expects a signature id that does not exist",
+    "KB012": "file is too large to be an entry",
+    "KB013": "duplicate signature id in one entry",
+    "KB014": "code is not in the CUDA code table",
+    "KB015": "not_reproducible names a signature id that does not exist",
+    "KB016": "signature is not exercised by any match example",
+}
+
+_SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+@dataclass
+class LoadResult:
+    entries: list[Entry]
+    problems: list[Problem]
+
+
+def entry_files(dirs: Iterable[Path]) -> list[Path]:
+    files: list[Path] = []
+    for d in dirs:
+        d = Path(d)
+        if d.is_file():
+            files.append(d)
+        elif d.is_dir():
+            files.extend(sorted(p for p in d.rglob("*.yaml") if p.is_file()))
+    return files
+
+
+def _validator():
+    # jsonschema costs ~80 ms to import: only paid when entries are (re)validated, never on a
+    # cached lookup.
+    import jsonschema
+
+    schema = json.loads(_SCHEMA_PATH.read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+_VALIDATOR = None
+
+
+def _locate(node: yaml.Node | None, path: Iterable[Any]) -> tuple[int, int]:
+    """Line and column (1-based) of the YAML node at a JSON path, as close as it exists."""
+    if node is None:
+        return 1, 1
+    best = node
+    for key in path:
+        nxt = None
+        if isinstance(best, yaml.MappingNode):
+            for k, v in best.value:
+                if getattr(k, "value", None) == key:
+                    nxt = v
+                    break
+        elif isinstance(best, yaml.SequenceNode) and isinstance(key, int) and key < len(best.value):
+            nxt = best.value[key]
+        if nxt is None:
+            break
+        best = nxt
+    return best.start_mark.line + 1, best.start_mark.column + 1
+
+
+def _schema_message(err) -> str:
+    where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+    msg = err.message
+    if len(msg) > 200:
+        msg = msg[:200] + "..."
+    return f"{where}: {msg}"
+
+
+def load_file(path: Path, local: bool = False) -> tuple[Entry | None, list[Problem]]:
+    """Load one entry file. Returns (entry or None, problems)."""
+    global _VALIDATOR
+    p = str(path)
+
+    def problem(code: str, msg: str, line: int = 1, col: int = 1, hint: str = "") -> Problem:
+        return Problem(p, line, col, code, msg, hint)
+
+    try:
+        size = path.stat().st_size
+        if size > MAX_ENTRY_BYTES:
+            return None, [problem("KB012", f"{size} bytes; an entry is at most {MAX_ENTRY_BYTES}",
+                                  hint="is this really an entry file? move it out of the entries folder")]
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        return None, [problem("KB001", f"invalid UTF-8 at byte {e.start}", line,
+                              hint="save the file as UTF-8")]
+    except OSError as e:
+        return None, [problem("KB001", f"cannot read: {e.strerror or e}")]
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        return None, [problem("KB001", "NUL byte in file", line, hint="entry files are plain text")]
+
+    try:
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        what = getattr(e, "problem", None) or str(e)
+        return None, [problem("KB002", f"invalid YAML: {what}", line, col,
+                              hint="check indentation and quoting; regexes are safest in single quotes")]
+
+    if not isinstance(data, dict):
+        kind = type(data).__name__ if data is not None else "empty"
+        return None, [problem("KB003", f"top level is {kind}, expected a mapping of fields",
+                              hint="an entry starts with 'id: ...'")]
+
+    if _VALIDATOR is None:
+        _VALIDATOR = _validator()
+    problems: list[Problem] = []
+    for err in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        line, col = _locate(node, err.absolute_path)
+        problems.append(problem("KB004", _schema_message(err), line, col,
+                                hint="see kb/schema.json for the fields an entry holds"))
+    if problems:
+        return None, problems
+
+    if data["id"] != path.stem:
+        line, col = _locate(node, ["id"])
+        problems.append(problem("KB005", f"id '{data['id']}' but file is '{path.name}'", line, col,
+                                hint=f"rename the file to {data['id']}.yaml or fix the id"))
+
+    sigs: list[Signature] = []
+    seen_sig: set[str] = set()
+    for i, s in enumerate(data["signatures"]):
+        line, col = _locate(node, ["signatures", i, "pattern"])
+        if s["id"] in seen_sig:
+            problems.append(problem("KB013", f"signature id '{s['id']}' appears twice", line, col))
+        seen_sig.add(s["id"])
+        flags = re.IGNORECASE if s.get("ignore_case") else 0
+        try:
+            rx = re.compile(s["pattern"], flags)
+        except re.error as e:
+            problems.append(problem("KB007", f"signature '{s['id']}': {e}", line, col,
+                                    hint="signatures are Python regexes: escape ( ) [ ] . * + ?"))
+            continue
+        if rx.search("") is not None:
+            problems.append(problem("KB008", f"signature '{s['id']}' matches the empty string", line, col,
+                                    hint="it would match every line; make it require text"))
+            continue
+        sigs.append(Signature(
+            id=s["id"], pattern=s["pattern"], ignore_case=bool(s.get("ignore_case", False)),
+            weight=float(s.get("weight", 1.0)), era=s.get("era", ""),
+            versions=dict(s.get("versions", {})),
+            literal=required_literal(s["pattern"], bool(s.get("ignore_case", False))),
+        ))
+
+    repro = None
+    if "repro" in data:
+        r = data["repro"]
+        for j, sid in enumerate(r["expect"]):
+            if sid not in seen_sig:
+                line, col = _locate(node, ["repro", "expect", j])
+                problems.append(problem("KB011", f"repro expects '{sid}', which is not a signature id",
+                                        line, col, hint="known: " + ", ".join(sorted(seen_sig))))
+        req = r.get("requires", {})
+        repro = Repro(
+            code=r["code"], expect=tuple(r["expect"]), env=dict(r.get("env", {})),
+            timeout=float(r.get("timeout", 120)),
+            requires=Requirements(
+                gpu=bool(req.get("gpu", True)), gpus=int(req.get("gpus", 1)),
+                free_memory_gb=float(req.get("free_memory_gb", 0)),
+                compute_capability=req.get("compute_capability", ""),
+                torch=req.get("torch", ""), exclusive=bool(req.get("exclusive", False))),
+        )
+    fix_check = None
+    if "fix_check" in data:
+        f = data["fix_check"]
+        fix_check = Program(code=f["code"], env=dict(f.get("env", {})), timeout=float(f.get("timeout", 120)))
+    for j, nr in enumerate(data.get("not_reproducible", [])):
+        if nr["signature"] not in seen_sig:
+            line, col = _locate(node, ["not_reproducible", j, "signature"])
+            problems.append(problem("KB015", f"'{nr['signature']}' is not a signature id", line, col))
+
+    entry = Entry(
+        id=data["id"], area=path.parent.name, path=p, title=data["title"], summary=data["summary"],
+        tags=tuple(data["tags"]),
+        codes=tuple(Code(c["api"], c["value"], c.get("name", "")) for c in data.get("codes", [])),
+        signatures=tuple(sigs), causes=tuple(data["causes"]), diagnostics=tuple(data["diagnostics"]),
+        fixes=tuple(data["fixes"]), examples_match=tuple(data["examples"]["match"]),
+        examples_no_match=tuple(data["examples"]["no_match"]), references=tuple(data["references"]),
+        repro=repro, fix_check=fix_check, not_reproducible=tuple(data.get("not_reproducible", [])),
+        local=local,
+    )
+    # An entry with a broken regex is still returned (its other signatures work) but lint fails.
+    return entry, problems
+
+
+def load_dirs(bundled: Iterable[Path], local: Iterable[Path] = ()) -> LoadResult:
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+    for files, is_local in ((entry_files(bundled), False), (entry_files(local), True)):
+        for f in files:
+            entry, probs = load_file(f, local=is_local)
+            problems.extend(probs)
+            if entry is None:
+                continue
+            if entry.id in seen:
+                problems.append(Problem(str(f), 1, 1, "KB006",
+                                        f"id '{entry.id}' is already used by {seen[entry.id]}",
+                                        "ids are unique across all entry folders; pick another"))
+                continue
+            seen[entry.id] = str(f)
+            entries.append(entry)
+    return LoadResult(entries, problems)

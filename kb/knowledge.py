@@ -1,0 +1,96 @@
+"""The loaded knowledge base: entries, their problems, and their verification evidence.
+
+Loading validates every file against the schema, which is the slow part (jsonschema import and
+checks). The result is cached in the state dir under a hash of every entry and evidence file's
+content, so a lookup after the first one only reads the files and unpickles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__, paths
+from .entries import entry_files, load_dirs
+from .evidence import evidence_files, load_evidence
+from .model import Entry, Evidence, Problem
+
+_CACHE_FORMAT = 3
+
+
+@dataclass
+class KnowledgeBase:
+    entries: list[Entry]
+    problems: list[Problem]
+    evidence: dict[str, list[Evidence]] = field(default_factory=dict)
+    content_hash: str = ""
+
+    def __post_init__(self) -> None:
+        self.by_id = {e.id: e for e in self.entries}
+
+    def get(self, entry_id: str) -> Entry | None:
+        return self.by_id.get(entry_id)
+
+    def closest_ids(self, entry_id: str, n: int = 3) -> list[str]:
+        import difflib
+
+        return difflib.get_close_matches(entry_id, list(self.by_id), n=n, cutoff=0.4)
+
+    def evidence_for(self, entry_id: str) -> list[Evidence]:
+        return self.evidence.get(entry_id, [])
+
+
+def _hash_files(groups: list[tuple[str, list[Path]]]) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{__version__}/{_CACHE_FORMAT}".encode())
+    h.update(Path(__file__).with_name("schema.json").read_bytes())
+    for tag, files in groups:
+        for f in files:
+            h.update(f"\0{tag}\0{f}\0".encode())
+            try:
+                h.update(f.read_bytes())
+            except OSError:
+                h.update(b"<unreadable>")
+    return h.hexdigest()
+
+
+def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
+         use_cache: bool = True) -> KnowledgeBase:
+    """Load the bundled entries plus the user's folders (--kb-dir, KB_PATH)."""
+    bundled = bundled if bundled is not None else [paths.bundled_entries_dir()]
+    local = paths.user_entry_dirs(kb_dirs)
+    ev_dir = paths.evidence_dir()
+    groups = [("b", entry_files(bundled)), ("l", entry_files(local)), ("e", evidence_files(ev_dir))]
+    digest = _hash_files(groups)
+    cache = paths.state_dir() / f"entries-{digest}.pickle"
+    if use_cache:
+        try:
+            with open(cache, "rb") as fh:
+                kb = pickle.load(fh)
+            if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
+                return kb
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+            pass
+    result = load_dirs(bundled, local)
+    kb = KnowledgeBase(result.entries, result.problems, load_evidence(ev_dir), digest)
+    if use_cache:
+        _write_cache(cache, kb)
+    return kb
+
+
+def _write_cache(cache: Path, kb: KnowledgeBase) -> None:
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".entries-")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(kb, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cache)  # atomic: a concurrent reader sees the old file or the new one
+        for old in cache.parent.glob("entries-*.pickle"):
+            if old != cache:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only cache dir only costs speed

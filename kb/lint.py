@@ -1,0 +1,78 @@
+"""Checks across an entry's parts, run through the same matcher a lookup uses."""
+
+from __future__ import annotations
+
+from .extract import has_trigger
+from .knowledge import KnowledgeBase
+from .match import SignatureIndex, text_hits
+from .model import Entry, Problem
+
+
+def _problem(entry: Entry, code: str, msg: str, hint: str = "") -> Problem:
+    line, col = _find_line(entry.path, msg)
+    return Problem(entry.path, line, col, code, msg, hint)
+
+
+def _find_line(path: str, msg: str) -> tuple[int, int]:
+    # The example text is quoted in the message; point at the line of the file that holds it.
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError:
+        return 1, 1
+    needle = msg.split("'", 1)[1][:40] if "'" in msg else ""
+    needle = needle.split("\\n")[0].strip()
+    if needle:
+        for i, line in enumerate(lines, 1):
+            col = line.find(needle)
+            if col >= 0:
+                return i, col + 1
+    return 1, 1
+
+
+def _short(text: str) -> str:
+    first = next((ln for ln in text.splitlines() if ln.strip()), text).strip()
+    return first[:100]
+
+
+def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
+    index = SignatureIndex([entry])
+    problems: list[Problem] = []
+    exercised: set[str] = set()
+    for ex in entry.examples_match:
+        hits = text_hits(index, ex)
+        exercised.update(h.signature.id for h in hits)
+        if not hits:
+            unseen = [ln for ln in ex.splitlines() if ln.strip() and not has_trigger(ln)
+                      and any(index.match_line(ln))]
+            hint = ("its matching line holds no trigger word, so a log scan never looks at it; "
+                    "see kb.extract.TRIGGERS" if unseen else
+                    "widen a signature, or remove the example if it belongs to another entry")
+            problems.append(_problem(entry, "KB009", f"example '{_short(ex)}' matches no signature", hint))
+    for ex in entry.examples_no_match:
+        hits = text_hits(index, ex)
+        if hits:
+            problems.append(_problem(entry, "KB010", f"no_match example '{_short(ex)}' matches "
+                                     f"signature '{hits[0].signature.id}'", "tighten that signature"))
+    for s in entry.signatures:
+        if s.id not in exercised:
+            problems.append(_problem(entry, "KB016", f"signature '{s.id}' is matched by no example",
+                                     "add a match example in that wording"))
+    if codes_known is not None:
+        for c in entry.codes:
+            if codes_known(c.api, c.value) is None:
+                problems.append(_problem(entry, "KB014", f"code {c.api} {c.value} is not in the CUDA code table",
+                                         "check the number against kb code"))
+    return problems
+
+
+def lint(kb: KnowledgeBase) -> list[Problem]:
+    try:
+        from . import cuda_codes
+
+        known = cuda_codes.get
+    except ImportError:  # the table ships with kb; absent only in a broken install
+        known = None
+    problems = list(kb.problems)
+    for e in kb.entries:
+        problems.extend(check_entry(e, known))
+    return sorted(problems, key=lambda p: (p.path, p.line, p.code))

@@ -1,0 +1,51 @@
+"""Where kb finds its data and keeps its state.
+
+One environment variable, KB_HOME, moves all state (entry cache, full-text index) so tests and
+CI can point it at a temporary folder. KB_PATH adds the user's own entry folders (os.pathsep
+separated), like --kb-dir on the command line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+def _data_dir(name: str) -> Path:
+    # Installed wheel: the data sits inside the package. Source checkout / editable install: it
+    # sits at the repository root beside kb/.
+    inside = _PKG / "_data" / name
+    return inside if inside.is_dir() else _PKG.parent / name
+
+
+def bundled_entries_dir() -> Path:
+    return _data_dir("entries")
+
+
+def evidence_dir() -> Path:
+    return _data_dir("evidence")
+
+
+def repo_evidence_dir() -> Path | None:
+    """The evidence folder of a source checkout, where `kb verify --record` writes; None when
+    kb runs from an installed wheel (there is no repository to record into)."""
+    d = _PKG.parent / "evidence"
+    return d if (_PKG.parent / "pyproject.toml").is_file() else None
+
+
+def user_entry_dirs(extra: list[str] | None = None) -> list[Path]:
+    dirs = [Path(p) for p in (extra or [])]
+    env = os.environ.get("KB_PATH", "")
+    dirs += [Path(p) for p in env.split(os.pathsep) if p]
+    return dirs
+
+
+def state_dir() -> Path:
+    home = os.environ.get("KB_HOME")
+    if home:
+        return Path(home)
+    import platformdirs  # only when the default location is needed
+
+    return Path(platformdirs.user_cache_dir("kb", appauthor=False))

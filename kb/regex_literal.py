@@ -1,0 +1,63 @@
+"""Literal text that every match of a regex must contain, read from the regex's parse tree.
+
+The matcher hands a line to a signature's regex only when the line holds this literal (and the
+word index finds it by one of its words), so most lines of a log cost a set look-up, not a
+regex search.
+"""
+
+from __future__ import annotations
+
+import re
+
+try:  # Python >= 3.11
+    from re import _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse  # type: ignore[no-redef]
+
+_BREAK = None
+_WORD = re.compile(r"\w+")
+
+
+def _flatten(seq, out: list) -> None:
+    for op, arg in seq:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name == "SUBPATTERN":
+            _flatten(arg[-1], out)
+        elif name == "AT":
+            continue  # anchors are zero-width: the literal runs on across them
+        else:
+            out.append(_BREAK)
+
+
+def required_literal(pattern: str, ignore_case: bool = False) -> str:
+    """The longest run of literal characters that every match contains ('' when none)."""
+    parsed = sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
+    flags = parsed.state.flags
+    tokens: list = []
+    _flatten(parsed, tokens)
+    best, run = "", []
+    for t in tokens + [_BREAK]:
+        if t is _BREAK:
+            if len(run) > len(best):
+                best = "".join(run)
+            run = []
+        else:
+            run.append(t)
+    if ignore_case or flags & re.IGNORECASE:
+        best = best.lower()
+    return best
+
+
+def key_words(literal: str) -> list[str]:
+    """Words of the literal that are whole words in any line holding it: not cut at either end
+    of the literal (a literal 'rror: an' holds the word 'an' but only part of 'Error')."""
+    words = []
+    for m in _WORD.finditer(literal):
+        if m.start() == 0 and literal[:1].isalnum() or m.start() == 0 and literal[:1] == "_":
+            continue
+        if m.end() == len(literal) and (literal[-1:].isalnum() or literal[-1:] == "_"):
+            continue
+        words.append(m.group())
+    return words

@@ -1,0 +1,189 @@
+"""Entries, matches and problems as text for people, JSON for machines, Markdown for bug reports.
+
+Lookup's text output is written without rich on purpose: rich costs ~40 ms to import, which
+would be most of a cold `kb lookup`. Everything else (show, list, verify tables) uses rich.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict
+from typing import Any
+
+from .model import Entry, Evidence, Match, Problem
+
+
+# ---------------------------------------------------------------- plain styling for lookup
+class Style:
+    def __init__(self, enabled: bool):
+        self.on = enabled
+
+    def __call__(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
+
+    def bold(self, t: str) -> str:
+        return self(t, "1")
+
+    def dim(self, t: str) -> str:
+        return self(t, "2")
+
+    def red(self, t: str) -> str:
+        return self(t, "31")
+
+    def green(self, t: str) -> str:
+        return self(t, "32")
+
+    def yellow(self, t: str) -> str:
+        return self(t, "33")
+
+    def cyan(self, t: str) -> str:
+        return self(t, "36")
+
+
+def use_color(stream=sys.stdout) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+# ---------------------------------------------------------------- evidence
+def evidence_line(evs: list[Evidence]) -> str:
+    if not evs:
+        return "not verified on a GPU yet"
+    return "verified: " + evs[0].summary()
+
+
+def verification_status(entry: Entry, evs: list[Evidence]) -> str:
+    """A short word for list tables: what kb has seen this entry do on a GPU."""
+    if entry.repro is None:
+        return "no repro"
+    if not evs:
+        return "unverified"
+    e = evs[0]
+    if e.status == "reproduced":
+        return "fix-verified" if e.fix_status == "fix-verified" else "reproduced"
+    return e.status
+
+
+# ---------------------------------------------------------------- JSON
+def entry_dict(entry: Entry, evs: list[Evidence] | None = None) -> dict[str, Any]:
+    d = {
+        "id": entry.id, "area": entry.area, "title": entry.title, "summary": entry.summary,
+        "tags": list(entry.tags), "local": entry.local, "path": entry.path,
+        "codes": [asdict(c) for c in entry.codes],
+        "signatures": [{"id": s.id, "pattern": s.pattern, "era": s.era, "weight": s.weight}
+                       for s in entry.signatures],
+        "causes": list(entry.causes), "diagnostics": list(entry.diagnostics), "fixes": list(entry.fixes),
+        "repro": None, "fix_check": None,
+        "not_reproducible": list(entry.not_reproducible),
+        "examples": {"match": list(entry.examples_match), "no_match": list(entry.examples_no_match)},
+        "references": list(entry.references),
+        "verification": [asdict(e) for e in (evs or [])],
+    }
+    if entry.repro:
+        d["repro"] = {"code": entry.repro.code, "expect": list(entry.repro.expect),
+                      "env": entry.repro.env, "timeout": entry.repro.timeout,
+                      "requires": asdict(entry.repro.requires)}
+    if entry.fix_check:
+        d["fix_check"] = asdict(entry.fix_check)
+    return d
+
+
+def match_dict(m: Match) -> dict[str, Any]:
+    return {"id": m.id, "title": m.entry.title, "confidence": m.confidence, "score": round(m.score, 3),
+            "source": m.source, "signature": m.signature, "line": m.line,
+            "line_number": m.line_number, "captures": m.captures, "local": m.entry.local}
+
+
+def problem_dict(p: Problem) -> dict[str, Any]:
+    return asdict(p)
+
+
+# ---------------------------------------------------------------- Markdown
+def entry_markdown(entry: Entry, evs: list[Evidence] | None = None) -> str:
+    out = [f"## {entry.title}", "", f"`kb` entry **{entry.id}**" + (" (local)" if entry.local else ""), "",
+           entry.summary.strip(), ""]
+    if entry.codes:
+        out += ["**Codes:** " + ", ".join(f"{c.api} {c.value}" + (f" `{c.name}`" if c.name else "")
+                                          for c in entry.codes), ""]
+    out += ["### Causes (most likely first)", ""]
+    for i, c in enumerate(entry.causes, 1):
+        out.append(f"{i}. **{c['title']}**: {c['detail'].strip()}")
+        if c.get("evidence"):
+            out.append(f"   *Tells it apart:* {c['evidence'].strip()}")
+    out += ["", "### Diagnostics", ""]
+    for d in entry.diagnostics:
+        out += [f"- {d['title']}: `{d['command']}`" + (f" ({d['tells'].strip()})" if d.get("tells") else "")]
+    out += ["", "### Fixes", ""]
+    for f in entry.fixes:
+        out.append(f"- **{f['title']}**" + (f": {f['detail'].strip()}" if f.get("detail") else ""))
+        if f.get("code"):
+            out += ["", f"  ```{f.get('lang', 'python')}", *("  " + ln for ln in f["code"].rstrip().splitlines()),
+                    "  ```"]
+    out += ["", "### Verification", "", evidence_line(evs or [])]
+    if entry.references:
+        out += ["", "### References", ""]
+        out += [f"- [{r.get('title', r['url'])}]({r['url']})" for r in entry.references]
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- rich (show, list, lint)
+def console(stream=sys.stdout):
+    from rich.console import Console
+
+    return Console(file=stream, highlight=False, soft_wrap=False,
+                   force_terminal=True if os.environ.get("FORCE_COLOR") else None)
+
+
+def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:
+    from rich.markdown import Markdown
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+    from rich.table import Table
+
+    con = console(stream)
+    head = f"[bold]{entry.title}[/bold]\n[dim]{entry.id} · {entry.area}" + (" · local" if entry.local else "") + "[/dim]"
+    con.print(Panel(head + "\n\n" + entry.summary.strip(), expand=False))
+    if entry.codes:
+        con.print("[bold]Codes[/bold]  " + ", ".join(
+            f"{c.api} {c.value}" + (f" ({c.name})" if c.name else "") for c in entry.codes))
+    sig = Table(title="Wordings", title_justify="left", show_lines=False, box=None, pad_edge=False)
+    sig.add_column("signature", style="cyan", no_wrap=True)
+    sig.add_column("pattern", overflow="fold")
+    sig.add_column("era", style="dim", overflow="fold")
+    for s in entry.signatures:
+        sig.add_row(s.id, s.pattern, s.era)
+    con.print(sig)
+    con.print("\n[bold]Causes[/bold] (most likely first)")
+    for i, c in enumerate(entry.causes, 1):
+        con.print(f" {i}. [bold]{c['title']}[/bold]\n    {c['detail'].strip()}")
+        if c.get("evidence"):
+            con.print(f"    [dim]tells it apart:[/dim] {c['evidence'].strip()}")
+    if entry.diagnostics:
+        con.print("\n[bold]Diagnostics[/bold]")
+        for d in entry.diagnostics:
+            con.print(f" • {d['title']}")
+            con.print(f"   [green]$ {d['command']}[/green]", markup=True)
+            if d.get("tells"):
+                con.print(f"   [dim]{d['tells'].strip()}[/dim]")
+    con.print("\n[bold]Fixes[/bold] (try the first one first)")
+    for i, f in enumerate(entry.fixes, 1):
+        con.print(f" {i}. [bold]{f['title']}[/bold]" + (f"\n    {f['detail'].strip()}" if f.get("detail") else ""))
+        if f.get("code"):
+            con.print(Syntax(f["code"].rstrip(), f.get("lang", "python"), theme="ansi_dark",
+                             background_color="default", padding=(0, 4)))
+    for nr in entry.not_reproducible:
+        con.print(f"\n[yellow]Not reproducible today[/yellow] ({nr['signature']}): {nr['reason'].strip()}")
+    con.print("\n[bold]Verification[/bold]  " + evidence_line(evs))
+    if entry.references:
+        con.print("\n[bold]References[/bold]")
+        for r in entry.references:
+            con.print(f" • {r.get('title', '')} {r['url']}".replace("  ", " "))
+
+
+def print_problems(problems: list[Problem], stream=sys.stdout) -> None:
+    for p in problems:
+        print(str(p), file=stream)
