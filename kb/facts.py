@@ -1,0 +1,242 @@
+"""Error lines -> structured facts: CUDA codes (with their numbering era), OOM figures, exception
+type, file:line, kernel assertion, GPU index, rank, torch version hints."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+from .extract import Line
+
+_UNITS = {"b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+          "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+_SIZE = r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|bytes|B)"
+
+
+def to_bytes(num: str, unit: str) -> int:
+    return int(float(num) * _UNITS[unit.lower()])
+
+
+@dataclass
+class CudaCode:
+    value: int
+    api: str  # runtime | runtime-legacy | driver | unknown: how the log numbered it, when it tells
+    name: str = ""
+    text: str = ""
+    line_number: int = 0
+    interpretations: list[dict[str, Any]] = field(default_factory=list)  # every era it could be
+
+
+@dataclass
+class OomFigures:
+    requested: int | None = None
+    total: int | None = None
+    free: int | None = None
+    allocated: int | None = None  # by PyTorch's caching allocator, in live tensors
+    reserved: int | None = None  # by PyTorch's caching allocator, in total (cached included)
+    process_in_use: int | None = None  # this process, including non-PyTorch memory (2.x wording)
+    reserved_unallocated: int | None = None  # 2.x states it directly
+    other_processes: list[dict[str, Any]] = field(default_factory=list)
+    gpu: int | None = None
+    format: str = ""  # legacy | 1.x | 1.x-cached | 2.x | plain
+    line_number: int = 0
+
+
+@dataclass
+class Facts:
+    cuda_codes: list[CudaCode] = field(default_factory=list)
+    oom: OomFigures | None = None
+    exception: str | None = None
+    location: str | None = None  # file:line as printed (e.g. THCBlas.cu:450)
+    assertion: str | None = None  # a kernel's Assertion `...` failed text
+    gpu: int | None = None
+    rank: int | None = None
+    torch_version: str | None = None
+    legacy_hints: list[str] = field(default_factory=list)  # why the log looks pre-1.x / pre-CUDA-10.1
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: v for k, v in d.items() if v not in (None, [], {})}
+
+
+# ---------------------------------------------------------------- patterns
+_LEGACY_RT = re.compile(r"cuda runtime error \((?P<code>\d+)\)\s*:\s*(?P<text>.+?)(?: at (?P<loc>\S+:\d+))?\s*$")
+_THC_CHECK = re.compile(r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$")
+_CUDA_TEXT = re.compile(r"CUDA error: (?P<text>[^.\n]+?)(?:\n|$| when calling|\s*CUDA kernel errors|\s*Compile with|\.\s)")
+_CUDA_NUM = re.compile(r"(?:CUDA|cuda)(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b")
+_BARE_CODE = re.compile(r"^\s*(?:cuda\s*)?(?:error|err|code|cudaError)?\s*[:=#(]?\s*(?P<code>\d{1,5})\)?\s*$", re.I)
+_RT_NAME = re.compile(r"\b(cudaError[A-Z][A-Za-z]+)\b")
+_DRV_NAME = re.compile(r"\b(CUDA_ERROR_[A-Z_]+)\b")
+_EXC = re.compile(r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Warning))\b(?::|$)")
+_EXC_Q = re.compile(r"\b(?P<exc>torch\.(?:\w+\.)*[A-Z]\w*Error|[A-Z]\w*Error)\s*:")
+_LOC = re.compile(r"(?P<loc>[\w./-]+\.(?:cu|cpp|cuh|h|c|py)):(?P<line>\d+)")
+_ASSERT = re.compile(r"Assertion [`'](?P<a>.+?)[`'] failed")
+_GPU = re.compile(r"\bGPU (?P<gpu>\d+)\b|cuda:(?P<dev>\d+)")
+_RANK = re.compile(r"\[(?:Rank|rank) ?(?P<rank>\d+)\]|\brank (?P<rank2>\d+)\b")
+_TORCH_VER = re.compile(r"\b(?:torch|pytorch|PyTorch)[ =/-]?v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\+\w+)?)")
+
+# OOM, every wording PyTorch has used.
+_OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
+_OOM_1X = re.compile(r"\(GPU (?P<gpu>\d+); " + r"(?P<t>\d+(?:\.\d+)?) (?P<tu>[KMGT]i?B) total capacity; "
+                     r"(?P<a>\d+(?:\.\d+)?) (?P<au>[KMGT]i?B) already allocated; "
+                     r"(?P<f>\d+(?:\.\d+)?) (?P<fu>[KMGT]i?B|bytes) free; "
+                     r"(?:(?P<r>\d+(?:\.\d+)?) (?P<ru>[KMGT]i?B) reserved in total by PyTorch|"
+                     r"(?P<c>\d+(?:\.\d+)?) (?P<cu>[KMGT]i?B|bytes) cached)")
+_OOM_2X_TOTAL = re.compile(r"GPU (?P<gpu>\d+) has a total capacit(?:y|ies) of " + _SIZE +
+                           r" of which " + _SIZE + r" is free")
+_OOM_2X_PROC = re.compile(r"this process has " + _SIZE + r" memory in use")
+_OOM_2X_ALLOC = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
+_OOM_2X_RESUNALLOC = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
+_OOM_OTHER = re.compile(r"Process (?P<pid>\d+) has " + _SIZE + r" memory in use")
+_OOM_LEGACY = re.compile(r"cuda runtime error \(2\) : out of memory")
+
+
+def _codes_module():
+    from . import cuda_codes
+
+    return cuda_codes
+
+
+def _interpretations(value: int, text: str | None) -> list[dict[str, Any]]:
+    """Every era's reading of `value`; when the log printed the text too, only readings whose text
+    agrees."""
+    cc = _codes_module()
+    out = []
+    for info in cc.by_value(value):
+        agrees = text is None or info.text.lower() == text.strip().rstrip(".").lower()
+        if agrees:
+            out.append({"api": info.api, "value": info.value, "name": info.name, "text": info.text})
+    return out
+
+
+def extract_facts(lines: Iterable[Line]) -> Facts:
+    f = Facts()
+    seen_codes: set[tuple[int, str]] = set()
+    lines = list(lines)
+
+    def add_code(value: int, api: str, name: str, text: str, ln: Line, interp=None) -> None:
+        key = (value, api)
+        if key in seen_codes:
+            return
+        seen_codes.add(key)
+        f.cuda_codes.append(CudaCode(value, api, name, text, ln.number, interp or []))
+
+    cc = _codes_module()
+    single = len(lines) == 1
+    for ln in lines:
+        t = ln.text
+        # ---- CUDA codes
+        m = _LEGACY_RT.search(t) or _THC_CHECK.search(t)
+        if m:
+            value, text = int(m.group("code")), m.group("text").strip()
+            interp = _interpretations(value, text)
+            api = interp[0]["api"] if len(interp) == 1 else "unknown"
+            name = interp[0]["name"] if len(interp) == 1 else ""
+            add_code(value, api, name, text, ln, interp or _interpretations(value, None))
+            if "THC" in t or m.re is _THC_CHECK:
+                f.legacy_hints.append(f"line {ln.number}: THC-era wording")
+        else:
+            m = _CUDA_NUM.search(t) or (_BARE_CODE.match(t) if single else None)
+            if m:
+                value = int(m.group("code"))
+                interp = _interpretations(value, None)
+                if interp:
+                    add_code(value, "unknown", "", "", ln, interp)
+        for name in _RT_NAME.findall(t):
+            info = cc.by_name(name)
+            if info:
+                add_code(info.value, "runtime", info.name, info.text, ln)
+        for name in _DRV_NAME.findall(t):
+            info = cc.by_name(name)
+            if info:
+                add_code(info.value, "driver", info.name, info.text, ln)
+        m = _CUDA_TEXT.search(t)
+        if m and not t.lstrip().startswith("cuda runtime error"):
+            infos = [i for i in cc.by_text(m.group("text")) if i.api == "runtime"]
+            if infos:
+                add_code(infos[0].value, "runtime", infos[0].name, infos[0].text, ln)
+        # ---- exception, location, assertion, gpu, rank, version
+        if f.exception is None:
+            m = _EXC.match(t) or _EXC_Q.search(t)
+            if m:
+                f.exception = m.group("exc")
+        if f.location is None and ("THC" in t or "error" in t.lower() or "Assert" in t):
+            m = _LOC.search(t)
+            if m:
+                f.location = f"{m.group('loc').rsplit('/', 1)[-1]}:{m.group('line')}"
+        if f.assertion is None:
+            m = _ASSERT.search(t)
+            if m:
+                f.assertion = m.group("a")
+        if f.rank is None:
+            m = _RANK.search(t)
+            if m:
+                f.rank = int(m.group("rank") or m.group("rank2"))
+        if f.torch_version is None:
+            m = _TORCH_VER.search(t)
+            if m:
+                f.torch_version = m.group("v")
+        # ---- OOM
+        oom = _parse_oom(t, ln.number)
+        if oom and (f.oom is None or _richer(oom, f.oom)):
+            f.oom = oom
+        if f.gpu is None:
+            m = _GPU.search(t)
+            if m and ("error" in t.lower() or "memory" in t.lower()):
+                f.gpu = int(m.group("gpu") or m.group("dev"))
+    if f.oom and f.oom.gpu is not None:
+        f.gpu = f.oom.gpu
+    return f
+
+
+def _richer(a: OomFigures, b: OomFigures) -> bool:
+    def n(o):
+        return sum(v is not None for v in (o.requested, o.total, o.free, o.allocated, o.reserved))
+    return n(a) > n(b)
+
+
+def _parse_oom(t: str, number: int) -> OomFigures | None:
+    if "out of memory" not in t and "OutOfMemoryError" not in t:
+        return None
+    o = OomFigures(line_number=number)
+    if _OOM_LEGACY.search(t):
+        o.format = "legacy"
+    m = _OOM_TRIED.search(t)
+    if m:
+        o.requested = to_bytes(*m.groups())
+    m = _OOM_1X.search(t)
+    if m:
+        o.gpu = int(m.group("gpu"))
+        o.total = to_bytes(m.group("t"), m.group("tu"))
+        o.allocated = to_bytes(m.group("a"), m.group("au"))
+        o.free = to_bytes(m.group("f"), m.group("fu"))
+        if m.group("r"):
+            o.reserved = to_bytes(m.group("r"), m.group("ru"))
+            o.format = "1.x"
+        else:
+            # The oldest wording: "cached" counted memory held by the allocator but not in tensors.
+            o.reserved = o.allocated + to_bytes(m.group("c"), m.group("cu"))
+            o.format = "1.x-cached"
+    m = _OOM_2X_TOTAL.search(t)
+    if m:
+        o.gpu = int(m.group("gpu"))
+        o.total = to_bytes(m.group(2), m.group(3))
+        o.free = to_bytes(m.group(4), m.group(5))
+        o.format = "2.x"
+        m = _OOM_2X_PROC.search(t)
+        if m:
+            o.process_in_use = to_bytes(*m.groups())
+        m = _OOM_2X_ALLOC.search(t)
+        if m:
+            o.allocated = to_bytes(*m.groups())
+        m = _OOM_2X_RESUNALLOC.search(t)
+        if m:
+            o.reserved_unallocated = to_bytes(*m.groups())
+            if o.allocated is not None:
+                o.reserved = o.allocated + o.reserved_unallocated
+    for m in _OOM_OTHER.finditer(t):
+        o.other_processes.append({"pid": int(m.group("pid")), "bytes": to_bytes(m.group(2), m.group(3))})
+    if not o.format:
+        o.format = "plain"
+    return o

@@ -1,0 +1,136 @@
+"""Each command's exit codes and output, through the real entry point."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from kb.cli import main
+
+
+def run(*argv, stdin=None):
+    p = subprocess.run([sys.executable, "-m", "kb", *argv], capture_output=True, input=stdin,
+                       cwd=REPO)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def test_version_and_help():
+    rc, out, _ = run("--version")
+    assert rc == 0 and out.startswith("kb ")
+    for cmd in ("lookup", "show", "list", "lint", "code", "index", "verify", "tui"):
+        rc, out, _ = run(cmd, "--help")
+        assert rc == 0 and "examples:" in out, cmd
+
+
+def test_no_command_is_usage_error():
+    rc, out, _ = run()
+    assert rc == 2 and "COMMAND" in out
+
+
+def test_unknown_option_is_usage_error():
+    rc, _, err = run("lookup", "--bogus")
+    assert rc == 2 and "kb: error" in err
+
+
+def test_list_text_and_json(kb_bundled):
+    rc, out, _ = run("list")
+    assert rc == 0 and "cuda-illegal-memory-access" in out
+    rc, out, _ = run("list", "--json")
+    rows = json.loads(out)
+    assert {r["id"] for r in rows} == {e.id for e in kb_bundled.entries}
+    assert all({"id", "title", "area", "codes", "verification"} <= set(r) for r in rows)
+
+
+def test_show_text_json_markdown():
+    rc, out, _ = run("show", "cuda-illegal-memory-access")
+    assert rc == 0 and "Causes" in out and "Fixes" in out
+    rc, out, _ = run("show", "cuda-illegal-memory-access", "--json")
+    d = json.loads(out)
+    assert d["id"] == "cuda-illegal-memory-access" and d["signatures"]
+    rc, out, _ = run("show", "cuda-illegal-memory-access", "--markdown")
+    assert rc == 0 and out.startswith("## ") and "### Fixes" in out
+
+
+def test_show_unknown_suggests():
+    rc, out, err = run("show", "cuda-ilegal-memory-access")
+    assert rc == 1 and "cuda-illegal-memory-access" in err and out == ""
+
+
+def test_lint_exit_codes(tmp_path):
+    rc, out, _ = run("lint")
+    assert rc == 0, out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- not a mapping\n")
+    rc, out, _ = run("lint", str(bad))
+    assert rc == 1 and "KB003" in out and str(bad) in out
+    rc, out, _ = run("lint", "--json", str(bad))
+    assert rc == 1 and json.loads(out)["problems"][0]["code"] == "KB003"
+    rc, _, err = run("lint", str(tmp_path / "missing"))
+    assert rc == 2 and "no such file" in err
+
+
+def test_code_command():
+    rc, out, _ = run("code", "700")
+    assert rc == 0 and "cudaErrorIllegalAddress" in out and "cuda-illegal-memory-access" in out
+    rc, out, _ = run("code", "4", "--json")
+    names = {r["name"] for r in json.loads(out)}
+    assert {"cudaErrorCudartUnloading", "cudaErrorLaunchFailure", "CUDA_ERROR_DEINITIALIZED"} <= names
+    rc, _, err = run("code", "123456")
+    assert rc == 1 and "not a CUDA" in err
+
+
+def test_lookup_exit_codes_and_json():
+    rc, out, _ = run("lookup", "RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert rc == 0 and out.startswith("cuda-illegal-memory-access")
+    rc, out, _ = run("lookup", "--json", "CUDA error: an illegal memory access was encountered")
+    d = json.loads(out)
+    m = d["matches"][0]
+    assert m["id"] == "cuda-illegal-memory-access" and m["confidence"] == "high"
+    assert {"id", "title", "confidence", "score", "signature", "line", "line_number", "captures"} <= set(m)
+    assert set(d) >= {"matches", "facts", "diagnosis"}
+    rc, out, _ = run("lookup", "--json", "everything is fine, training finished")
+    assert rc == 1 and json.loads(out)["matches"] == []
+    rc, out, _ = run("lookup", "everything is fine")
+    assert rc == 1 and "no known entry" in out
+
+
+def test_lookup_stdin_and_file(tmp_path):
+    log = b"epoch 1\n" * 1000 + b"[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    rc, out, _ = run("lookup", "--stdin", stdin=log)
+    assert rc == 0 and "line 1001" in out
+    import gzip
+
+    gz = tmp_path / "run.log.gz"
+    gz.write_bytes(gzip.compress(log))
+    rc, out, _ = run("lookup", "--file", str(gz), "--json")
+    assert rc == 0 and json.loads(out)["matches"][0]["line_number"] == 1001
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["lookup"], "give the error text"),
+    (["lookup", "--file", "/nonexistent/log"], "no such file"),
+    (["lookup", "--file", "/"], "folder"),
+    (["lookup", "--top", "0", "x"], "--top"),
+])
+def test_lookup_usage_errors(args, msg):
+    rc, _, err = run(*args)
+    assert rc == 2 and msg in err and "Traceback" not in err
+
+
+def test_lookup_corrupt_gz(tmp_path):
+    p = tmp_path / "bad.gz"
+    p.write_bytes(b"\x1f\x8b\x08\x00garbage-not-gzip")
+    rc, _, err = run("lookup", "--file", str(p))
+    assert rc == 2 and "cannot read" in err and "Traceback" not in err
+
+
+def test_lookup_markdown():
+    rc, out, _ = run("lookup", "--format", "markdown", "CUDA error: an illegal memory access was encountered")
+    assert rc == 0 and out.startswith("### kb: `cuda-illegal-memory-access`")
+
+
+def test_main_in_process(capsys):
+    assert main(["code", "cudaErrorAssert"]) == 0
+    assert "710" in capsys.readouterr().out

@@ -1,0 +1,48 @@
+"""The README's commands are the ones CI runs, and its examples tell the truth."""
+
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def fenced_after(heading: str) -> list[str]:
+    section = README.split(heading, 1)[1]
+    block = re.search(r"```(?:sh|bash|console)?\n(.*?)```", section, re.S).group(1)
+    return [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text()
+    commands = fenced_after("## Run the tests")
+    assert commands, "README must show the test command"
+    for cmd in commands:
+        cmd = cmd.removeprefix("$ ")
+        if cmd.startswith(("python3 -m venv", ". .venv", "source .venv", "cd ")):
+            continue
+        assert cmd in ci, f"README test command not in .ci/run: {cmd}"
+
+
+def test_readme_quickstart_command_is_the_documented_one():
+    cmds = [c.removeprefix("$ ") for c in fenced_after("## Quick start")]
+    assert any("pip install ." in c for c in cmds)
+    assert any("kb lookup" in c for c in cmds)
+
+
+def test_readme_lookup_example_output_is_real():
+    """The first `kb lookup` example in Usage prints what the README says it prints."""
+    usage = README.split("## Usage", 1)[1]
+    m = re.search(r"```console\n\$ (kb lookup [^\n]+)\n(.*?)```", usage, re.S)
+    assert m, "Usage must show a kb lookup example with its output"
+    cmd, shown = m.group(1), m.group(2)
+    import shlex
+
+    argv = shlex.split(cmd)[1:]
+    out = subprocess.run([sys.executable, "-m", "kb", *argv], capture_output=True, text=True,
+                         env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin",
+                              "KB_HOME": __import__("os").environ["KB_HOME"]}, cwd=REPO)
+    first_shown = shown.strip().splitlines()[0]
+    assert out.stdout.splitlines()[0] == first_shown
