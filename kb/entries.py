@@ -16,6 +16,7 @@ from typing import Any, Iterable
 import yaml
 
 from .model import Code, Entry, Problem, Program, Repro, Requirements, Signature
+from .paths import entry_files
 from .regex_literal import required_literal
 
 try:
@@ -52,17 +53,6 @@ _SCHEMA_PATH = Path(__file__).with_name("schema.json")
 class LoadResult:
     entries: list[Entry]
     problems: list[Problem]
-
-
-def entry_files(dirs: Iterable[Path]) -> list[Path]:
-    files: list[Path] = []
-    for d in dirs:
-        d = Path(d)
-        if d.is_file():
-            files.append(d)
-        elif d.is_dir():
-            files.extend(sorted(p for p in d.rglob("*.yaml") if p.is_file()))
-    return files
 
 
 def _validator():

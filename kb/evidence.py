@@ -15,14 +15,9 @@ from pathlib import Path
 import yaml
 
 from .model import Evidence
+from .paths import evidence_files
 
 _FIELDS = {f.name for f in fields(Evidence)}
-
-
-def evidence_files(root: Path) -> list[Path]:
-    if not root.is_dir():
-        return []
-    return sorted(root.glob("*/*.yaml"))
 
 
 def load_evidence(root: Path) -> dict[str, list[Evidence]]:

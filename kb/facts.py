@@ -61,35 +61,51 @@ class Facts:
 
 
 # ---------------------------------------------------------------- patterns
-_LEGACY_RT = re.compile(r"cuda runtime error \((?P<code>\d+)\)\s*:\s*(?P<text>.+?)(?: at (?P<loc>\S+:\d+))?\s*$")
-_THC_CHECK = re.compile(r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$")
-_CUDA_TEXT = re.compile(r"CUDA error: (?P<text>[^.\n]+?)(?:\n|$| when calling|\s*CUDA kernel errors|\s*Compile with|\.\s)")
-_CUDA_NUM = re.compile(r"(?:CUDA|cuda)(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b")
-_BARE_CODE = re.compile(r"^\s*(?:cuda\s*)?(?:error|err|code|cudaError)?\s*[:=#(]?\s*(?P<code>\d{1,5})\)?\s*$", re.I)
-_RT_NAME = re.compile(r"\b(cudaError[A-Z][A-Za-z]+)\b")
-_DRV_NAME = re.compile(r"\b(CUDA_ERROR_[A-Z_]+)\b")
-_EXC = re.compile(r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Warning))\b(?::|$)")
-_EXC_Q = re.compile(r"\b(?P<exc>torch\.(?:\w+\.)*[A-Z]\w*Error|[A-Z]\w*Error)\s*:")
-_LOC = re.compile(r"(?P<loc>[\w./-]+\.(?:cu|cpp|cuh|h|c|py)):(?P<line>\d+)")
-_ASSERT = re.compile(r"Assertion [`'](?P<a>.+?)[`'] failed")
-_GPU = re.compile(r"\bGPU (?P<gpu>\d+)\b|cuda:(?P<dev>\d+)")
-_RANK = re.compile(r"\[(?:Rank|rank) ?(?P<rank>\d+)\]|\brank (?P<rank2>\d+)\b")
-_TORCH_VER = re.compile(r"\b(?:torch|pytorch|PyTorch)[ =/-]?v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\+\w+)?)")
+class _Lazy:
+    """A regex compiled on first use. A cold `kb lookup` touches only the few patterns its input
+    needs (every line is first tested for a cheap substring), so compiling all ~25 patterns at
+    import, ~15 ms, would be wasted."""
+
+    __slots__ = ("args", "rx")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.args, self.rx = (pattern, flags), None
+
+    def __getattr__(self, name):
+        if self.rx is None:
+            self.rx = re.compile(*self.args)
+        return getattr(self.rx, name)
+
+
+_LEGACY_RT = _Lazy(r"cuda runtime error \((?P<code>\d+)\)\s*:\s*(?P<text>.+?)(?: at (?P<loc>\S+:\d+))?\s*$")
+_THC_CHECK = _Lazy(r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$")
+_CUDA_TEXT = _Lazy(r"CUDA error: (?P<text>[^.\n]+?)(?:\n|$| when calling|\s*CUDA kernel errors|\s*Compile with|\.\s)")
+_CUDA_NUM = _Lazy(r"(?:CUDA|cuda)(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b")
+_BARE_CODE = _Lazy(r"^\s*(?:cuda\s*)?(?:error|err|code|cudaError)?\s*[:=#(]?\s*(?P<code>\d{1,5})\)?\s*$", re.I)
+_RT_NAME = _Lazy(r"\b(cudaError[A-Z][A-Za-z]+)\b")
+_DRV_NAME = _Lazy(r"\b(CUDA_ERROR_[A-Z_]+)\b")
+_EXC = _Lazy(r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Warning))\b(?::|$)")
+_EXC_Q = _Lazy(r"\b(?P<exc>torch\.(?:\w+\.)*[A-Z]\w*Error|[A-Z]\w*Error)\s*:")
+_LOC = _Lazy(r"(?P<loc>[\w./-]+\.(?:cu|cpp|cuh|h|c|py)):(?P<line>\d+)")
+_ASSERT = _Lazy(r"Assertion [`'](?P<a>.+?)[`'] failed")
+_GPU = _Lazy(r"\bGPU (?P<gpu>\d+)\b|cuda:(?P<dev>\d+)")
+_RANK = _Lazy(r"\[(?:Rank|rank) ?(?P<rank>\d+)\]|\brank (?P<rank2>\d+)\b")
+_TORCH_VER = _Lazy(r"\b(?:torch|pytorch|PyTorch)[ =/-]?v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\+\w+)?)")
 
 # OOM, every wording PyTorch has used.
-_OOM_TRIED = re.compile(r"Tried to allocate " + _SIZE)
-_OOM_1X = re.compile(r"\(GPU (?P<gpu>\d+); " + r"(?P<t>\d+(?:\.\d+)?) (?P<tu>[KMGT]i?B) total capacity; "
+_OOM_TRIED = _Lazy(r"Tried to allocate " + _SIZE)
+_OOM_1X = _Lazy(r"\(GPU (?P<gpu>\d+); " + r"(?P<t>\d+(?:\.\d+)?) (?P<tu>[KMGT]i?B) total capacity; "
                      r"(?P<a>\d+(?:\.\d+)?) (?P<au>[KMGT]i?B) already allocated; "
                      r"(?P<f>\d+(?:\.\d+)?) (?P<fu>[KMGT]i?B|bytes) free; "
                      r"(?:(?P<r>\d+(?:\.\d+)?) (?P<ru>[KMGT]i?B) reserved in total by PyTorch|"
                      r"(?P<c>\d+(?:\.\d+)?) (?P<cu>[KMGT]i?B|bytes) cached)")
-_OOM_2X_TOTAL = re.compile(r"GPU (?P<gpu>\d+) has a total capacit(?:y|ies) of " + _SIZE +
+_OOM_2X_TOTAL = _Lazy(r"GPU (?P<gpu>\d+) has a total capacit(?:y|ies) of " + _SIZE +
                            r" of which " + _SIZE + r" is free")
-_OOM_2X_PROC = re.compile(r"this process has " + _SIZE + r" memory in use")
-_OOM_2X_ALLOC = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
-_OOM_2X_RESUNALLOC = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
-_OOM_OTHER = re.compile(r"Process (?P<pid>\d+) has " + _SIZE + r" memory in use")
-_OOM_LEGACY = re.compile(r"cuda runtime error \(2\) : out of memory")
+_OOM_2X_PROC = _Lazy(r"this process has " + _SIZE + r" memory in use")
+_OOM_2X_ALLOC = _Lazy(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
+_OOM_2X_RESUNALLOC = _Lazy(_SIZE + r" is reserved by PyTorch but unallocated")
+_OOM_OTHER = _Lazy(r"Process (?P<pid>\d+) has " + _SIZE + r" memory in use")
+_OOM_LEGACY = _Lazy(r"cuda runtime error \(2\) : out of memory")
 
 
 def _codes_module():
@@ -126,54 +142,64 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
     single = len(lines) == 1
     for ln in lines:
         t = ln.text
+        # Each pattern runs only on lines holding its cheap substring: most lines hold none.
         # ---- CUDA codes
-        m = _LEGACY_RT.search(t) or _THC_CHECK.search(t)
+        m = None
+        if "cuda runtime error" in t:
+            m = _LEGACY_RT.search(t)
+        elif "THCudaCheck" in t:
+            m = _THC_CHECK.search(t)
         if m:
             value, text = int(m.group("code")), m.group("text").strip()
             interp = _interpretations(value, text)
             api = interp[0]["api"] if len(interp) == 1 else "unknown"
             name = interp[0]["name"] if len(interp) == 1 else ""
             add_code(value, api, name, text, ln, interp or _interpretations(value, None))
-            if "THC" in t or m.re is _THC_CHECK:
+            if "THC" in t:
                 f.legacy_hints.append(f"line {ln.number}: THC-era wording")
         else:
-            m = _CUDA_NUM.search(t) or (_BARE_CODE.match(t) if single else None)
+            m = _CUDA_NUM.search(t) if ("CUDA" in t or "cuda" in t) and "rror" in t else None
+            if m is None and single and any(c.isdigit() for c in t) and len(t) < 40:
+                m = _BARE_CODE.match(t)
             if m:
                 value = int(m.group("code"))
                 interp = _interpretations(value, None)
                 if interp:
                     add_code(value, "unknown", "", "", ln, interp)
-        for name in _RT_NAME.findall(t):
-            info = cc.by_name(name)
-            if info:
-                add_code(info.value, "runtime", info.name, info.text, ln)
-        for name in _DRV_NAME.findall(t):
-            info = cc.by_name(name)
-            if info:
-                add_code(info.value, "driver", info.name, info.text, ln)
-        m = _CUDA_TEXT.search(t)
-        if m and not t.lstrip().startswith("cuda runtime error"):
-            infos = [i for i in cc.by_text(m.group("text")) if i.api == "runtime"]
-            if infos:
-                add_code(infos[0].value, "runtime", infos[0].name, infos[0].text, ln)
+        if "cudaError" in t:
+            for name in _RT_NAME.findall(t):
+                info = cc.by_name(name)
+                if info:
+                    add_code(info.value, "runtime", info.name, info.text, ln)
+        if "CUDA_ERROR_" in t:
+            for name in _DRV_NAME.findall(t):
+                info = cc.by_name(name)
+                if info:
+                    add_code(info.value, "driver", info.name, info.text, ln)
+        if "CUDA error: " in t and "cuda runtime error" not in t:
+            m = _CUDA_TEXT.search(t)
+            if m:
+                infos = [i for i in cc.by_text(m.group("text")) if i.api == "runtime"]
+                if infos:
+                    add_code(infos[0].value, "runtime", infos[0].name, infos[0].text, ln)
         # ---- exception, location, assertion, gpu, rank, version
-        if f.exception is None:
+        if f.exception is None and ("Error" in t or "Exception" in t or "Warning" in t):
             m = _EXC.match(t) or _EXC_Q.search(t)
             if m:
                 f.exception = m.group("exc")
-        if f.location is None and ("THC" in t or "error" in t.lower() or "Assert" in t):
+        if f.location is None and ("THC" in t or "rror" in t or "Assert" in t) and ":" in t:
             m = _LOC.search(t)
             if m:
                 f.location = f"{m.group('loc').rsplit('/', 1)[-1]}:{m.group('line')}"
-        if f.assertion is None:
+        if f.assertion is None and "Assertion" in t:
             m = _ASSERT.search(t)
             if m:
                 f.assertion = m.group("a")
-        if f.rank is None:
+        if f.rank is None and "ank" in t:
             m = _RANK.search(t)
             if m:
                 f.rank = int(m.group("rank") or m.group("rank2"))
-        if f.torch_version is None:
+        if f.torch_version is None and ("torch" in t or "Torch" in t):
             m = _TORCH_VER.search(t)
             if m:
                 f.torch_version = m.group("v")
@@ -181,9 +207,9 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
         oom = _parse_oom(t, ln.number)
         if oom and (f.oom is None or _richer(oom, f.oom)):
             f.oom = oom
-        if f.gpu is None:
+        if f.gpu is None and ("GPU" in t or "cuda:" in t) and ("rror" in t or "memory" in t):
             m = _GPU.search(t)
-            if m and ("error" in t.lower() or "memory" in t.lower()):
+            if m:
                 f.gpu = int(m.group("gpu") or m.group("dev"))
     if f.oom and f.oom.gpu is not None:
         f.gpu = f.oom.gpu

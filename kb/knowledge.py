@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, paths
-from .entries import entry_files, load_dirs
-from .evidence import evidence_files, load_evidence
 from .model import Entry, Evidence, Problem
+from .paths import entry_files, evidence_files
 
 _CACHE_FORMAT = 3
 
@@ -75,6 +74,10 @@ def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
                 return kb
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
             pass
+    # Only on a cache miss: YAML parsing and schema validation cost more than everything else.
+    from .entries import load_dirs
+    from .evidence import load_evidence
+
     result = load_dirs(bundled, local)
     kb = KnowledgeBase(result.entries, result.problems, load_evidence(ev_dir), digest)
     if use_cache:

@@ -45,7 +45,7 @@ def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
             unseen = [ln for ln in ex.splitlines() if ln.strip() and not has_trigger(ln)
                       and any(index.match_line(ln))]
             hint = ("its matching line holds no trigger word, so a log scan never looks at it; "
-                    "see kb.extract.TRIGGERS" if unseen else
+                    "see kb.extract.TRIGGERS and EXACT_TRIGGERS" if unseen else
                     "widen a signature, or remove the example if it belongs to another entry")
             problems.append(_problem(entry, "KB009", f"example '{_short(ex)}' matches no signature", hint))
     for ex in entry.examples_no_match:

@@ -49,3 +49,19 @@ def state_dir() -> Path:
     import platformdirs  # only when the default location is needed
 
     return Path(platformdirs.user_cache_dir("kb", appauthor=False))
+
+
+def entry_files(dirs) -> list[Path]:
+    """Every entry file under the given folders (or the files themselves), in a stable order."""
+    files: list[Path] = []
+    for d in dirs:
+        d = Path(d)
+        if d.is_file():
+            files.append(d)
+        elif d.is_dir():
+            files.extend(sorted(p for p in d.rglob("*.yaml") if p.is_file()))
+    return files
+
+
+def evidence_files(root: Path) -> list[Path]:
+    return sorted(root.glob("*/*.yaml")) if root.is_dir() else []
