@@ -133,6 +133,11 @@ def diagnose_oom(o: OomFigures) -> Finding:
 
 def _diagnose_code(code, facts: Facts, owners) -> Finding | None:
     interp = code.interpretations
+    if code.api != "unknown" and (code.api, code.value) not in owners:
+        return Finding("cuda-code", f"CUDA error {code.value} is {code.name} ({code.api} API): \"{code.text}\". "
+                       "No entry of the knowledge base covers this code yet.",
+                       advice=["Search the message with the code name; CUDA_LAUNCH_BLOCKING=1 shows which call "
+                               "returned it."])
     if code.api != "unknown" or len(interp) < 2:
         if code.api == "unknown" and len(interp) == 1:
             i = interp[0]

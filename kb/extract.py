@@ -19,7 +19,7 @@ from typing import BinaryIO, Iterable, Iterator
 # each entry's examples against them (KB009's hint), so no signature is invisible to the scan.
 TRIGGERS = (b"error", b"assert", b"fail", b"nccl", b"out of memory", b"exception", b"nvidia",
             b"mismatch", b"expected", b"cublas", b"cudnn", b"triton", b"abort", b"timeout",
-            b"timed out", b"illegal", b"driver", b"sm_")
+            b"timed out", b"illegal", b"driver", b"sm_", b"capability", b"nvrm", b"xid")
 EXACT_TRIGGERS = (b"CUDA",)
 
 CHUNK = 8 << 20
@@ -84,6 +84,7 @@ class Line:
     number: int  # 1-based line number in the input
     text: str  # cleaned
     count: int = 1  # how many times this exact line appeared
+    after: str = ""  # for an OOM line: the lines after it, where a wrapped message's figures went
 
 
 @dataclass
@@ -123,7 +124,7 @@ class _Window:
     def head_full(self) -> bool:
         return len(self.head) >= KEEP_HEAD
 
-    def add(self, number: int, raw: bytes, count: int = 1) -> bool:
+    def add(self, number: int, raw: bytes, count: int = 1, after: bytes = b"") -> bool:
         """Keep a line; False when it was a repeat (or blank after cleaning)."""
         text = clean_line(raw[:KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))[:KEEP_LINE]
         if not text:
@@ -133,6 +134,8 @@ class _Window:
             prev.count += count
             return False
         ln = Line(number, text, count)
+        if after:
+            ln.after = " ".join(clean_line(a) for a in after.decode("utf-8", "replace").splitlines())[:KEEP_LINE]
         if not self.head_full:
             self.head.append(ln)
         else:
@@ -266,13 +269,24 @@ def _scan_body(body: bytes, line_no: int, win: _Window) -> int:
                 if _has_trigger_bytes(piece):
                     win.add(n + 1, piece)
         else:
-            win.add(n + 1, seg, count)
+            after = b""
+            if b"of memory" in seg and b"total capacity" not in seg:
+                # A pasted OOM message is often wrapped: its figures are on the next lines.
+                end = le
+                for _ in range(4):
+                    nxt = body.find(b"\n", end + 1)
+                    end = nxt if nxt != -1 else len(body)
+                after = body[le + 1:end][:KEEP_LINE]
+            win.add(n + 1, seg, count, after)
     return n + body.count(b"\n", prev)
 
 
 def scan_text(text: str | bytes) -> Scan:
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    return scan([data] if data else [])
+    if data and not data.endswith(b"\n"):
+        data += b"\n"  # one body: a last line is not cut off from the lines before it
+    s = scan([data] if data else [])
+    return s
 
 
 def _has_trigger_bytes(raw: bytes) -> bool:

@@ -204,7 +204,7 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
             if m:
                 f.torch_version = m.group("v")
         # ---- OOM
-        oom = _parse_oom(t, ln.number)
+        oom = _parse_oom(t + (" " + ln.after if ln.after else ""), ln.number)
         if oom and (f.oom is None or _richer(oom, f.oom)):
             f.oom = oom
         if f.gpu is None and ("GPU" in t or "cuda:" in t) and ("rror" in t or "memory" in t):

@@ -71,7 +71,7 @@ def inspect() -> tuple[GpuInfo | None, str]:
     try:
         pynvml.nvmlInit()
     except Exception as e:  # noqa: BLE001
-        return None, f"NVML unavailable ({_text(e) or type(e).__name__}): no NVIDIA driver?"
+        return None, f"no NVIDIA driver? (NVML: {_text(e) or type(e).__name__})"
     try:
         try:
             driver = _text(pynvml.nvmlSystemGetDriverVersion())

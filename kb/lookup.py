@@ -20,10 +20,11 @@ from .knowledge import KnowledgeBase, load
 from .match import Hit, SignatureIndex
 from .model import Match
 
-# Full-text credibility: the share of the message's distinct terms the entry holds.
-FULLTEXT_MEDIUM = 0.75
-FULLTEXT_LOW = 0.5
-FULLTEXT_MIN_TERMS = 3
+# Full-text credibility: the share of the message's distinct terms the entry holds. Below
+# FULLTEXT_MATCH a full-text hit is only a suggestion: lexically close is not the same error.
+FULLTEXT_MEDIUM = 0.9
+FULLTEXT_MATCH = 0.8
+FULLTEXT_MIN_TERMS = 4
 # Scores, so that every source ranks on one scale: a strong signature beats a bare code, which
 # beats full text.
 ROOT_BONUS = 5.0
@@ -163,19 +164,26 @@ def lookup_scan(s: Scan, top: int = 3, kb: KnowledgeBase | None = None, fulltext
     matches = _signature_matches(hits)
     matches += _code_matches(kb, facts, {m.id for m in matches})
     suggestions: list[Match] = []
-    if not matches and fulltext and s.lines and not s.binary:
-        for th in _fulltext(kb).search(_query_text(s), limit=max(top, 3)):
+    owners = code_owners(kb)
+    # A CUDA code the log states exactly (by its text or its name) that no entry owns: the code
+    # table explains it in the diagnosis, and a full-text guess would only name a neighbour.
+    unowned = [c for c in facts.cuda_codes if c.api != "unknown" and (c.api, c.value) not in owners]
+    if not matches and not unowned and fulltext and s.lines and not s.binary:
+        hits = _fulltext(kb).search(_query_text(s), limit=max(top, 3))
+        for rank, th in enumerate(hits):
             e = kb.get(th.id)
             if e is None:
                 continue
             cov = th.coverage
-            conf = "medium" if cov >= FULLTEXT_MEDIUM else "low"
+            # Medium only for a clear winner: a message every entry shares words with is a guess.
+            clear = rank == 0 and (len(hits) == 1 or th.score >= 1.25 * hits[1].score)
+            conf = "medium" if clear and cov >= FULLTEXT_MEDIUM else "low"
             m = Match(entry=e, score=min(th.score, 4.0) * cov, confidence=conf, source="fulltext",
                       captures={"coverage": f"{cov:.2f}", "terms": f"{th.matched}/{th.asked}"})
-            if cov >= FULLTEXT_LOW and th.matched >= FULLTEXT_MIN_TERMS:
+            if cov >= FULLTEXT_MATCH and th.matched >= FULLTEXT_MIN_TERMS:
                 matches.append(m)
             else:
                 suggestions.append(m)
     matches.sort(key=lambda m: -m.score)
-    findings = diagnose(facts, code_owners(kb))
+    findings = diagnose(facts, owners)
     return LookupResult(matches[:top], facts, findings, suggestions[:top], s.total_lines, s.total_bytes, s.binary)

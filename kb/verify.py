@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Callable, Iterable
 
@@ -83,6 +83,7 @@ class Outcome:
     exit_code: int | None = None
     fix_output: str = ""
     fix_exit_code: int | None = None
+    fix_detail: str = ""  # why the fix_check passed or failed (also the end of detail)
     started: float = 0.0  # time.time() when the repro started; 0 when it never ran
     finished: float = 0.0
 
@@ -160,6 +161,11 @@ def version_matches(version: str, spec: str) -> bool | None:
 
 
 # ---------------------------------------------------------------- requirements
+# A repro that imports torch needs it whether or not it names a version range.
+_IMPORTS_TORCH = re.compile(r"^[ \t]*(?:from[ \t]+torch\b|import[ \t]+(?:[\w.]+[ \t]*,[ \t]*)*torch\b)",
+                            re.MULTILINE)
+
+
 def check_requirements(entry: Entry, env: Environment, trust: bool = False) -> str | None:
     """None when the entry's repro can run here; otherwise the unmet requirement, in words."""
     if entry.repro is None:
@@ -184,6 +190,9 @@ def check_requirements(entry: Entry, env: Environment, trust: bool = False) -> s
                 return f"cannot read the compute_capability requirement {req.compute_capability!r}"
             if not ok:
                 return f"needs compute capability {req.compute_capability}, {g.name} is {g.compute_capability}"
+    if not req.torch and not env.torch and _IMPORTS_TORCH.search(entry.repro.code):
+        why = f" ({env.torch_error})" if env.torch_error else ""
+        return f"needs torch, {env.python} cannot import torch{why}"
     if req.torch:
         if not env.torch:
             why = f" ({env.torch_error})" if env.torch_error else ""
@@ -337,7 +346,7 @@ def run_program(code: str, env: dict | None, timeout: float, python: str = sys.e
             finally:  # a second Ctrl-C during the grace period still ends the group
                 # Always, also after a clean exit: whatever the program left running in its
                 # group (a daemonised helper, a stuck worker) dies with it.
-                pass
+                _signal_group(proc.pid, signal.SIGKILL)
                 rc = proc.wait()
             duration = time.monotonic() - t0
             reader.join(timeout=5.0)
@@ -454,7 +463,7 @@ def verify_entry(entry: Entry, kb, env: Environment, python: str = sys.executabl
     if not run_fix or entry.fix_check is None:
         return out
     if cancel is not None and cancel.is_set():
-        out.fix_status = CANCELLED
+        out.fix_status, out.fix_detail = CANCELLED, "cancelled before the fix_check ran"
         return out
     fix = entry.fix_check
     fres = run_program(fix.code, fix.env, timeout or fix.timeout, python, on_line, cancel)
@@ -480,6 +489,7 @@ def verify_entry(entry: Entry, kb, env: Environment, python: str = sys.executabl
                 f" ({', '.join(fj.matched)})" if fj.matched else "")
         else:
             out.fix_status, why = FIX_VERIFIED, "fix_check exit code 0, entry no longer matched"
+    out.fix_detail = why
     out.detail += "; " + why
     return out
 

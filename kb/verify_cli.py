@@ -78,6 +78,20 @@ def describe_environment(env: Environment) -> str:
     return f"{gpu}; {torch}; python {env.python}"
 
 
+def _short_detail(o: Outcome) -> str:
+    """The table's words: what matched when it worked, what went wrong when it did not."""
+    if o.status == REPRODUCED:
+        if o.fix_status not in ("", FIX_VERIFIED):
+            return o.fix_detail
+        return ", ".join(o.matched)
+    detail = o.detail
+    if o.status in (NOT_REPRODUCED, TIMEOUT) and o.output:
+        tail = [ln for ln in o.output.splitlines() if ln.strip()][-1:]
+        if tail:
+            detail += f"\nlast line: {tail[0][:160]}"
+    return detail
+
+
 def _summary_table(outcomes: list[Outcome], console) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -89,11 +103,7 @@ def _summary_table(outcomes: list[Outcome], console) -> None:
         t.add_column(col, **kw)
     for o in outcomes:
         fix = f"[{_COLORS.get(o.fix_status, 'white')}]{o.fix_status}[/]" if o.fix_status else ""
-        detail = o.detail
-        if o.status in (NOT_REPRODUCED, TIMEOUT) and o.output:
-            tail = [ln for ln in o.output.splitlines() if ln.strip()][-1:]
-            if tail:
-                detail += f"\nlast line: {tail[0][:160]}"
+        detail = _short_detail(o)
         t.add_row(o.entry_id, f"[{_COLORS.get(o.status, 'white')}]{o.status}[/]", fix,
                   f"{o.duration_s:.1f}s" if o.started else "", escape(detail))
     console.print(t)

@@ -90,6 +90,7 @@ def test_fix_failed_on_exit_code(fakes_kb):
     o = verify_entry(by_id(fakes_kb, "fake-fix-exit"), fakes_kb, NO_GPU)
     assert (o.status, o.fix_status) == (REPRODUCED, FIX_FAILED) and o.failed
     assert "fix_check exit code 3" in o.detail and "still matches" not in o.detail
+    assert o.fix_detail == "fix_check exit code 3" and o.fix_exit_code == 3
 
 
 def test_fix_failed_when_still_matching(fakes_kb):
@@ -156,6 +157,17 @@ def test_each_unmet_requirement_is_named(fakes_kb, req, env, reason):
 ])
 def test_met_requirements(fakes_kb, req):
     assert check_requirements(_with(by_id(fakes_kb, "fake-illegal-access"), **req), WITH_GPU) is None
+
+
+def test_a_repro_that_imports_torch_needs_torch(fakes_kb):
+    e = by_id(fakes_kb, "fake-illegal-access")
+    e = replace(e, repro=replace(e.repro, code="import os, torch\nprint(torch.ones(1))\n"))
+    reason = check_requirements(e, NO_GPU)
+    assert reason is not None and reason.startswith("needs torch,") and "No module named 'torch'" in reason
+    assert check_requirements(e, WITH_GPU) is None
+    # a mention of torch that is not an import does not count
+    e = replace(e, repro=replace(e.repro, code="print('import torch')\nimport torchvision_free\n"))
+    assert check_requirements(e, NO_GPU) is None
 
 
 @pytest.mark.parametrize("version,spec,ok", [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -44,10 +43,12 @@ def test_one_good_entry_exits_0(capsys):
     assert "no GPU (test: no NVML)" in err  # the environment is named on stderr
 
 
-def test_summary_table(capsys):
+def test_summary_table(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # no wrapping inside the words checked below
     code, out, err = run(capsys, "fake-illegal-access", "fake-wrong-error", "fake-needs-gpu")
     assert code == 1
     assert "fake-wrong-error" in out and "not-reproduced" in out and "fix-verified" in out
+    assert "torch-modern" in out and "last line: RuntimeError: CUDA error" in out
     assert "1 reproduced (1 fix verified), 1 not-reproduced, 1 skipped" in out
     assert "[1/3]" in err  # one line per entry when stderr is not a terminal
 

@@ -1,0 +1,61 @@
+"""Every example of every bundled entry, through the same lookup a user runs."""
+
+import pytest
+
+from kb.knowledge import load
+from kb.lookup import lookup_text
+
+KB = load()
+MATCH = [(e.id, i, ex) for e in KB.entries for i, ex in enumerate(e.examples_match)]
+NO_MATCH = [(e.id, i, ex) for e in KB.entries for i, ex in enumerate(e.examples_no_match)]
+
+
+@pytest.mark.parametrize("entry_id,i,text", MATCH, ids=[f"{e}-{i}" for e, i, _ in MATCH])
+def test_match_example_finds_its_entry_first(entry_id, i, text):
+    r = lookup_text(text, kb=KB, top=5)
+    assert r.matches, f"no match for example {i} of {entry_id}"
+    assert r.matches[0].id == entry_id, [(m.id, m.signature, m.line_number) for m in r.matches]
+    assert r.matches[0].confidence in ("high", "medium")
+
+
+@pytest.mark.parametrize("entry_id,i,text", NO_MATCH, ids=[f"{e}-{i}" for e, i, _ in NO_MATCH])
+def test_no_match_example_does_not_name_the_entry(entry_id, i, text):
+    r = lookup_text(text, kb=KB, top=5)
+    # No signature or code of the entry fires. Full text may still find a near-miss lexically
+    # close (that is what near-misses are), but never with more than low confidence.
+    assert entry_id not in [m.id for m in r.matches if m.source in ("signature", "code")]
+    assert all(m.confidence == "low" for m in r.matches if m.id == entry_id)
+
+
+@pytest.mark.parametrize("entry", KB.entries, ids=[e.id for e in KB.entries])
+def test_entry_is_proven_or_says_why_not(entry):
+    """A repro with a fix check, or an honest note of what today's stack cannot print."""
+    if entry.repro is None:
+        assert entry.not_reproducible, f"{entry.id}: no repro and no not_reproducible reason"
+    else:
+        assert entry.fix_check is not None, f"{entry.id}: a repro needs a fix_check"
+    assert len(entry.examples_match) >= 3 and len(entry.examples_no_match) >= 2
+    assert entry.path.endswith(f"/{entry.area}/{entry.id}.yaml")
+
+
+REQUIRED = """cublas-execution-failed torch-internal-assert cuda-device-side-assert cuda-illegal-memory-access
+cuda-invalid-configuration cuda-unspecified-launch-failure cuda-driver-shutting-down cuda-oom
+cublas-alloc-or-init-failed cublas-invalid-value cudnn-error cuda-launch-out-of-resources
+cuda-no-kernel-image cuda-driver-too-old cuda-not-available cuda-device-mismatch
+cuda-invalid-device-ordinal cuda-fork-reinit cuda-misaligned-address cuda-illegal-instruction
+cuda-invalid-value cuda-ecc-error cuda-device-busy cuda-launch-timeout cuda-stream-capture
+nccl-timeout nccl-error triton-out-of-resources dtype-mismatch shape-mismatch""".split()
+
+
+def test_the_required_entries_exist():
+    missing = sorted(set(REQUIRED) - {e.id for e in KB.entries})
+    assert not missing, missing
+
+
+def test_codes_have_one_owner():
+    owners = {}
+    for e in KB.entries:
+        for c in e.codes:
+            key = (c.api, c.value)
+            assert key not in owners, f"{key} claimed by {owners.get(key)} and {e.id}"
+            owners[key] = e.id

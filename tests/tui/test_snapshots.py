@@ -1,0 +1,89 @@
+"""Snapshots of the main screens at 80x24 and 120x40 (pytest-textual-snapshot).
+
+Deterministic on purpose: the fake fixture entries (not the bundled ones), a fixed GPU state, and
+for the finished run a stub verifier with a fixed outcome (a real run's duration varies).
+Regenerate with `pytest --snapshot-update tests/tui` and look at the SVGs in __snapshots__/.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ILLEGAL, OOM_LOG, settle
+from textual.widgets import Input, TextArea
+
+from tui.app import create_app
+from tui.run_panel import RunPanel
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
+MIXED_LOG = OOM_LOG + "During handling of the above exception, another exception occurred:\n" + ILLEGAL + "\n"
+
+
+class StubVerify:
+    """kb.verify's shape with a fixed outcome."""
+
+    @staticmethod
+    def verify_entry(entry, kb, env, python=None, timeout=None, on_line=None, cancel=None, trust=False,
+                     run_fix=True):
+        from kb.verify import Outcome
+
+        out = "step 1: launching kernel\n" + ILLEGAL
+        for line in out.splitlines():
+            on_line(line)
+        return Outcome(entry.id, "reproduced", "fix-verified", duration_s=1.5, output=out,
+                       matched=("torch-modern",), lines=(ILLEGAL,), exit_code=1, fix_output="step 1: launching kernel with a mask\nok",
+                       fix_exit_code=0, detail="matched torch-modern; exit code 1; fix_check exit code 0, "
+                                               "entry no longer matched")
+
+
+def still(*keys, until=None):
+    async def before(pilot):
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+        if until is not None:
+            await settle(pilot, until=lambda: until(pilot.app))
+        for w in pilot.app.query(TextArea).results():
+            w.cursor_blink = False
+        for w in pilot.app.query(Input).results():
+            w.cursor_blink = False
+        await pilot.pause()
+    return before
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_browse(snap_compare, fake_kb, gpu, size):
+    assert snap_compare(create_app(kb=fake_kb, gpu=gpu), terminal_size=size, run_before=still())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_results_and_detail(snap_compare, fake_kb, gpu, size):
+    app = create_app(kb=fake_kb, gpu=gpu, text=MIXED_LOG)
+    assert snap_compare(app, terminal_size=size, run_before=still())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_run_finished(snap_compare, fake_kb, gpu, no_gpu_env, size):
+    app = create_app(kb=fake_kb, gpu=gpu, environment=no_gpu_env, text=ILLEGAL, verify=StubVerify())
+    done = lambda app: app.query_one(RunPanel).outcome is not None  # noqa: E731
+    assert snap_compare(app, terminal_size=size, run_before=still("r", until=done))
+
+
+def test_no_gpu_skipped(snap_compare, fake_kb, no_gpu_env):
+    app = create_app(kb=fake_kb, environment=no_gpu_env, text=OOM_LOG)
+    done = lambda app: app.query_one(RunPanel).outcome is not None  # noqa: E731
+    assert snap_compare(app, terminal_size=(80, 24), run_before=still("r", until=done))
+
+
+def test_help(snap_compare, fake_kb, gpu):
+    assert snap_compare(create_app(kb=fake_kb, gpu=gpu), terminal_size=(80, 24), run_before=still("f1"))
+
+
+def test_confirm_local(snap_compare, fake_kb, gpu, no_gpu_env):
+    app = create_app(kb=fake_kb, gpu=gpu, environment=no_gpu_env, text="MyTeamOpError: custom op rope failed")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=still("r"))
+
+
+def test_light_theme(snap_compare, fake_kb, gpu):
+    app = create_app(kb=fake_kb, gpu=gpu, text=MIXED_LOG)
+    app.theme = "textual-light"
+    assert snap_compare(app, terminal_size=(80, 24), run_before=still())
