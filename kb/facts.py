@@ -78,6 +78,8 @@ class _Lazy:
 
 
 _LEGACY_RT = _Lazy(r"cuda runtime error \((?P<code>\d+)\)\s*:\s*(?P<text>.+?)(?: at (?P<loc>\S+:\d+))?\s*$")
+# glog CHECK macros (Caffe, many C++ extensions): "Check failed: error == cudaSuccess (77 vs. 0)  text"
+_CHECK_EQ = _Lazy(r"cudaSuccess \((?P<code>\d+) vs\. 0\)\s*(?P<text>[^\n]*?)\s*$")
 _THC_CHECK = _Lazy(r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$")
 _CUDA_TEXT = _Lazy(r"CUDA error: (?P<text>[^.\n]+?)(?:\n|$| when calling|\s*CUDA kernel errors|\s*Compile with|\.\s)")
 _CUDA_NUM = _Lazy(r"(?:CUDA|cuda)(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b")
@@ -149,6 +151,8 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
             m = _LEGACY_RT.search(t)
         elif "THCudaCheck" in t:
             m = _THC_CHECK.search(t)
+        elif "vs. 0)" in t and "cudaSuccess" in t:
+            m = _CHECK_EQ.search(t)
         if m:
             value, text = int(m.group("code")), m.group("text").strip()
             interp = _interpretations(value, text)

@@ -20,11 +20,11 @@ from .knowledge import KnowledgeBase, load
 from .match import Hit, SignatureIndex
 from .model import Match
 
-# Full-text credibility: the share of the message's distinct terms the entry holds. Below
-# FULLTEXT_MATCH a full-text hit is only a suggestion: lexically close is not the same error.
+# Full text answers only where no signature and no stated CUDA code did. A message that merely
+# shares words with an entry is not that error (near-misses share the most), so full-text hits
+# are suggestions: listed, ranked, marked low or medium, but never an answer (exit 1).
 FULLTEXT_MEDIUM = 0.9
-FULLTEXT_MATCH = 0.8
-FULLTEXT_MIN_TERMS = 4
+FULLTEXT_MIN_TERMS = 3
 # Scores, so that every source ranks on one scale: a strong signature beats a bare code, which
 # beats full text.
 ROOT_BONUS = 5.0
@@ -172,18 +172,14 @@ def lookup_scan(s: Scan, top: int = 3, kb: KnowledgeBase | None = None, fulltext
         hits = _fulltext(kb).search(_query_text(s), limit=max(top, 3))
         for rank, th in enumerate(hits):
             e = kb.get(th.id)
-            if e is None:
+            if e is None or th.matched < FULLTEXT_MIN_TERMS:
                 continue
             cov = th.coverage
-            # Medium only for a clear winner: a message every entry shares words with is a guess.
             clear = rank == 0 and (len(hits) == 1 or th.score >= 1.25 * hits[1].score)
             conf = "medium" if clear and cov >= FULLTEXT_MEDIUM else "low"
-            m = Match(entry=e, score=min(th.score, 4.0) * cov, confidence=conf, source="fulltext",
-                      captures={"coverage": f"{cov:.2f}", "terms": f"{th.matched}/{th.asked}"})
-            if cov >= FULLTEXT_MATCH and th.matched >= FULLTEXT_MIN_TERMS:
-                matches.append(m)
-            else:
-                suggestions.append(m)
+            suggestions.append(Match(entry=e, score=min(th.score, 4.0) * cov, confidence=conf,
+                                     source="fulltext",
+                                     captures={"coverage": f"{cov:.2f}", "terms": f"{th.matched}/{th.asked}"}))
     matches.sort(key=lambda m: -m.score)
     findings = diagnose(facts, owners)
     return LookupResult(matches[:top], facts, findings, suggestions[:top], s.total_lines, s.total_bytes, s.binary)
