@@ -157,21 +157,36 @@ def _cmd_list(args) -> int:
         return EXIT_OK
     from rich.table import Table
 
-    t = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("id", "area", "codes", "verification", "title"):
-        t.add_column(col, overflow="fold", no_wrap=col in ("id",))
-    color = {"fix-verified": "green", "reproduced": "green", "unverified": "yellow", "no repro": "dim"}
-    for r in rows:
-        v = r["verification"]
-        t.add_row(r["id"] + (" [magenta](local)[/magenta]" if r["local"] else ""), r["area"],
-                  " ".join(c.replace("runtime-legacy", "legacy") for c in r["codes"]),
-                  f"[{color.get(v, 'red')}]{v}[/]", r["title"])
     con = render.console()
+    ordered = sorted(kb.entries, key=lambda e: (e.area, e.id))
+    codes = [_compact_codes(e) for e in ordered]
+    widths = [max([len(r["id"]) + (8 if r["local"] else 0) for r in rows] + [2]),
+              max([len(r["area"]) for r in rows] + [4]), min(max([len(c) for c in codes] + [5]), 14), 12]
+    # Every column but the title keeps its full width; the title takes what is left.
+    title_w = max(con.width - sum(widths) - 2 * len(widths), 12)
+    t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+    for name, w in zip(("id", "area", "codes", "verification"), widths):
+        t.add_column(name, no_wrap=True, width=w, overflow="ellipsis")
+    t.add_column("title", no_wrap=True, width=title_w, overflow="ellipsis")
+    color = {"fix-verified": "green", "reproduced": "green", "unverified": "yellow", "no repro": "dim"}
+    for r, c in zip(rows, codes):
+        v = r["verification"]
+        t.add_row(r["id"] + (" [magenta](local)[/magenta]" if r["local"] else ""), r["area"], c,
+                  f"[{color.get(v, 'red')}]{v}[/]", r["title"])
     con.print(t)
     con.print(f"[dim]{len(rows)} entries[/dim]")
     if kb.problems:
         print(f"kb: {len(kb.problems)} problem(s) in entry files; run `kb lint`", file=sys.stderr)
     return EXIT_OK
+
+
+def _compact_codes(entry) -> str:
+    """700 L77: today's runtime number, the legacy one prefixed L, a driver one only if it differs."""
+    rt = {c.value for c in entry.codes if c.api == "runtime"}
+    parts = [str(v) for v in sorted(rt)]
+    parts += [f"L{c.value}" for c in entry.codes if c.api == "runtime-legacy"]
+    parts += [f"D{c.value}" for c in entry.codes if c.api == "driver" and c.value not in rt]
+    return " ".join(parts)
 
 
 def _cmd_lint(args) -> int:

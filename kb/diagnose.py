@@ -56,6 +56,10 @@ def diagnose(facts: Facts, owners: dict[tuple[str, int], str] | None = None) -> 
     return out
 
 
+def _row(label: str, value: str) -> str:
+    return f"{label:<23}{value}"
+
+
 def diagnose_oom(o: OomFigures) -> Finding:
     lines: list[str] = []
     advice: list[str] = []
@@ -64,27 +68,27 @@ def diagnose_oom(o: OomFigures) -> Finding:
                        advice=["Measure with torch.cuda.memory_summary() on a current PyTorch, then reduce "
                                "batch size or use mixed precision / activation checkpointing."])
     if o.requested is not None:
-        lines.append(f"requested            {human(o.requested)}")
+        lines.append(_row("requested", human(o.requested)))
     if o.total is not None:
-        lines.append(f"GPU {o.gpu if o.gpu is not None else '?'} total          {human(o.total)}")
+        lines.append(_row(f"GPU {o.gpu if o.gpu is not None else '?'} total", human(o.total)))
     if o.free is not None:
-        lines.append(f"free on the GPU       {human(o.free)}")
+        lines.append(_row("free on the GPU", human(o.free)))
     if o.allocated is not None:
-        lines.append(f"in live tensors       {human(o.allocated)}  (allocated by PyTorch)")
+        lines.append(_row("in live tensors", f"{human(o.allocated)}  (allocated by PyTorch)"))
     if o.reserved is not None:
-        lines.append(f"reserved by PyTorch   {human(o.reserved)}")
+        lines.append(_row("reserved by PyTorch", human(o.reserved)))
     slack = None
     if o.reserved_unallocated is not None:
         slack = o.reserved_unallocated
     elif o.reserved is not None and o.allocated is not None:
         slack = max(o.reserved - o.allocated, 0)
     if slack is not None:
-        lines.append(f"reserved - allocated  {human(slack)}  (cached, not in tensors)")
+        lines.append(_row("reserved - allocated", f"{human(slack)}  (cached, not in tensors)"))
     outside_pytorch = None
     if o.process_in_use is not None and o.reserved is not None:
         outside_pytorch = max(o.process_in_use - o.reserved, 0)
-        lines.append(f"this process, outside PyTorch's allocator  {human(o.process_in_use)} - "
-                     f"{human(o.reserved)} = {human(outside_pytorch)}")
+        lines.append(_row("outside the allocator", f"{human(o.process_in_use)} this process - "
+                          f"{human(o.reserved)} reserved = {human(outside_pytorch)}"))
     others = sum(p["bytes"] for p in o.other_processes)
     elsewhere = None
     if o.total is not None and o.free is not None:
@@ -92,10 +96,10 @@ def diagnose_oom(o: OomFigures) -> Finding:
         mine = o.process_in_use if o.process_in_use is not None else o.reserved
         if mine is not None:
             elsewhere = max(in_use - mine, 0)
-            lines.append(f"used by others        {human(o.total)} - {human(o.free)} free - "
-                         f"{human(mine)} this process = {human(elsewhere)}")
+            lines.append(_row("used by others", f"{human(o.total)} - {human(o.free)} free - "
+                              f"{human(mine)} this process = {human(elsewhere)}"))
     for p in o.other_processes:
-        lines.append(f"process {p['pid']:<12} {human(p['bytes'])}")
+        lines.append(_row(f"process {p['pid']}", human(p["bytes"])))
 
     # Decide the case. Order matters: the first that holds is what to fix first.
     if o.requested is not None and o.total is not None and o.requested > o.total:

@@ -163,6 +163,9 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
                 f.legacy_hints.append(f"line {ln.number}: THC-era wording")
         else:
             m = _CUDA_NUM.search(t) if ("CUDA" in t or "cuda" in t) and "rror" in t else None
+            if m and "cuda runtime error (" in t:
+                # THC's format, whatever follows it: PyTorch < 1.x, and numbers read as CUDA < 10.1.
+                f.legacy_hints.append(f"line {ln.number}: THC-era 'cuda runtime error (N)' wording")
             if m is None and single and any(c.isdigit() for c in t) and len(t) < 40:
                 m = _BARE_CODE.match(t)
             if m:

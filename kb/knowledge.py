@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +85,8 @@ def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
 
 
 def _write_cache(cache: Path, kb: KnowledgeBase) -> None:
+    import tempfile  # only when (re)writing the cache: it drags shutil in
+
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".entries-")
