@@ -1,0 +1,184 @@
+"""The lookup on messy real-world logs: prefixes, noise, repeats, root errors, facts, bad input."""
+
+import gzip
+import io
+import os
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kb.extract import clean_line, iter_chunks, scan, scan_text
+from kb.knowledge import load
+from kb.lookup import lookup_stream, lookup_text
+
+KB = load()
+IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+@pytest.mark.parametrize("raw", [
+    "\x1b[31m" + IMA + "\x1b[0m\r",
+    "2024-05-01T10:00:00.123Z [rank3]: " + IMA,
+    "[default0]:" + IMA,
+    "[1,0]<stderr>:" + IMA,
+    "3: " + IMA,
+    "##[error]" + IMA,
+    "2022-12-28 16:13:02 [ERROR]  " + IMA,
+    "│ " + IMA + "    │",
+])
+def test_prefixes_are_peeled(raw):
+    assert clean_line(raw) == IMA
+
+
+def test_root_error_beats_the_cascade():
+    log = "\n".join([
+        "step 10 loss 0.5",
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+        "thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+        "Traceback (most recent call last):",
+        "RuntimeError: CUDA error: device-side assert triggered",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+        "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600321 milliseconds before timing out.",
+    ])
+    r = lookup_text(log, kb=KB)
+    assert r.matches[0].id == "cuda-device-side-assert"
+    assert r.matches[0].line_number == 2
+    assert r.facts.assertion == "t >= 0 && t < n_classes"
+    assert {"cublas-execution-failed", "nccl-timeout"} & {m.id for m in r.matches[1:]}
+
+
+def test_thousands_of_repeats_fold_and_keep_the_root():
+    noise = "".join(f"epoch {i} loss {random.random():.3f} on cuda:0\n" for i in range(20000))
+    flood = "[W socket.cpp:558] NCCL WARN connection reset by peer, error 104\n" * 5000
+    log = noise + IMA + "\n" + flood
+    s = scan_text(log)
+    assert len(s.lines) <= 3  # the flood folds into one line with a count
+    r = lookup_text(log, kb=KB)
+    assert r.matches[0].id == "cuda-illegal-memory-access"
+    assert r.matches[0].line_number == 20001
+
+
+def test_streaming_matches_in_memory_over_chunk_boundaries():
+    log = ("x" * 97 + "\n") * 300000 + IMA + "\n" + "done\n"
+    data = log.encode()
+    whole = scan_text(data)
+    chunked = scan(iter_chunks(io.BytesIO(data), size=65536))
+    assert [(ln.number, ln.text) for ln in chunked.lines] == [(ln.number, ln.text) for ln in whole.lines]
+    assert chunked.total_lines == 300002
+
+
+@pytest.mark.parametrize("no_hs", ["", "1"])
+def test_both_scanners_give_the_same_lines(monkeypatch, no_hs):
+    import kb.extract as ex
+
+    monkeypatch.setattr(ex, "_HS_DB", False)
+    monkeypatch.setenv("KB_NO_HYPERSCAN", no_hs)
+    data = (("Epoch 1 loss 0.1 ERROR-free\n" * 50000) + IMA + "\n").encode()
+    s = ex.scan(iter_chunks(io.BytesIO(data)))
+    assert s.lines[-1].text == IMA and s.lines[-1].number == 50001
+    assert s.lines[0].count == 50000
+
+
+def test_gzip_stream():
+    data = gzip.compress((("ok\n" * 1000) + IMA + "\n").encode())
+    r = lookup_stream(gzip.open(io.BytesIO(data)), kb=KB)
+    assert r.matches[0].line_number == 1001
+
+
+@pytest.mark.parametrize("text,case,requested_gib", [
+    ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 0; 10.76 GiB total capacity; "
+     "9.72 GiB already allocated; 1.94 MiB free; 9.81 GiB reserved in total by PyTorch)", "needs more", 2 / 1024),
+    ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 11.17 GiB total capacity; "
+     "8.45 GiB already allocated; 10.81 MiB free; 2.50 GiB cached)", "Fragmentation", 20 / 1024),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 120.00 GiB. GPU 0 has a total capacity of "
+     "79.19 GiB of which 78.00 GiB is free. Including non-PyTorch memory, this process has 1.10 GiB memory in use. "
+     "Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.",
+     "larger than the whole GPU", 120),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+     "79.19 GiB of which 500.00 MiB is free. Process 4242 has 40.00 GiB memory in use. Including non-PyTorch memory, "
+     "this process has 38.60 GiB memory in use. Of the allocated memory 37.00 GiB is allocated by PyTorch, and "
+     "1.00 GiB is reserved by PyTorch but unallocated.", "other processes", 1),
+])
+def test_oom_formats_become_a_diagnosis(text, case, requested_gib):
+    r = lookup_text(text, kb=KB)
+    assert r.matches[0].id == "cuda-oom"
+    assert abs(r.facts.oom.requested / (1 << 30) - requested_gib) < 1e-6
+    oom = [f for f in r.diagnosis if f.topic == "oom"][0]
+    assert case in oom.verdict, oom.verdict
+    assert oom.lines  # the arithmetic is shown
+
+
+def test_bare_code_is_ambiguous_and_says_so():
+    r = lookup_text("CUDA error 4", kb=KB)
+    ids = [m.id for m in r.matches]
+    assert ids[:2] == ["cuda-driver-shutting-down", "cuda-unspecified-launch-failure"]
+    f = [f for f in r.diagnosis if f.topic == "cuda-code"][0]
+    assert "ambiguous" in f.verdict and len(f.lines) == 3
+    legacy = lookup_text("RuntimeError: cuda runtime error (4) at /pytorch/aten/src/THC/foo.cu:12", kb=KB)
+    assert legacy.matches[0].id == "cuda-unspecified-launch-failure"
+
+
+def test_code_query():
+    r = lookup_text("error 719", kb=KB)
+    assert r.matches[0].id == "cuda-unspecified-launch-failure"
+
+
+def test_unknown_message_is_no_match_with_suggestions_only():
+    r = lookup_text("ValueError: the frobnicator refused to frobnicate the widget", kb=KB)
+    assert r.matches == []
+
+
+def test_known_code_without_entry_is_explained_not_guessed():
+    r = lookup_text("RuntimeError: CUDA error: operation not permitted", kb=KB)
+    assert r.matches == [] and r.suggestions == []
+    assert "cudaErrorNotPermitted" in r.diagnosis[0].verdict
+
+
+# ------------------------------------------------------------------ bad input, property-based
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=4096))
+def test_random_bytes_never_crash(data):
+    r = lookup_text(data, kb=KB)
+    assert isinstance(r.matches, list)
+
+
+REAL = [IMA, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "RuntimeError: cublas runtime error : the GPU program failed to execute at /pytorch/aten/src/THC/THCBlas.cu:450",
+        "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=50 error=3 : initialization error"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(REAL), st.integers(0, 200), st.binary(max_size=8), st.integers(0, 3))
+def test_mutated_real_messages_never_crash(msg, pos, junk, mode):
+    raw = msg.encode()
+    pos = min(pos, len(raw))
+    mutated = [raw[:pos] + junk + raw[pos:], raw[:pos], raw.replace(b" ", junk or b"\x00"),
+               b"\xff\xfe" + raw + b"\x00"][mode]
+    r = lookup_text(mutated, kb=KB)
+    for m in r.matches:
+        assert m.confidence in ("high", "medium", "low")
+
+
+def test_nul_bytes_and_invalid_utf8_still_match():
+    r = lookup_text(b"\x00\xff garbage\n" + IMA.encode() + b"\x00\n\xc3\x28\n", kb=KB)
+    assert r.matches[0].id == "cuda-illegal-memory-access"
+
+
+def test_giant_single_line_is_bounded():
+    data = b"A" * (64 << 20) + b" " + IMA.encode()  # 64 MiB, no newline at all
+    s = scan(iter_chunks(io.BytesIO(data)))
+    assert all(len(ln.text) <= 4096 for ln in s.lines)
+    assert s.total_bytes == len(data)
+
+
+def test_binary_input_is_flagged():
+    data = os.urandom(1 << 16) + b"\x00" * 4096
+    r = lookup_text(data, kb=KB)
+    assert r.binary and r.matches == []
+
+
+def test_empty_input():
+    r = lookup_text("", kb=KB)
+    assert r.matches == [] and r.lines_scanned == 0
