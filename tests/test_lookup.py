@@ -146,7 +146,7 @@ def test_random_bytes_never_crash(data):
 
 REAL = [IMA, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
         "RuntimeError: cublas runtime error : the GPU program failed to execute at /pytorch/aten/src/THC/THCBlas.cu:450",
-        "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=50 error=3 : initialization error"]
+        "THCudaCheck FAIL file=/pytorch/torch/csrc/generic/StorageSharing.cpp line=245 error=3 : initialization error"]
 
 
 @settings(max_examples=200, deadline=None)
