@@ -39,7 +39,14 @@ def fake_kb():
     from kb.knowledge import load
     from kb.model import Evidence
 
-    kb = load([str(FIXTURES / "local")], bundled=[FIXTURES / "entries"], use_cache=False)
+    # Load from a fixed place, so paths shown on screen (the local-entry confirmation names the
+    # file) are the same in every checkout and the snapshots stay stable.
+    import shutil
+
+    stable = Path("/tmp/kb-tui-fixtures")
+    shutil.rmtree(stable, ignore_errors=True)
+    shutil.copytree(FIXTURES, stable)
+    kb = load([str(stable / "local")], bundled=[stable / "entries"], use_cache=False)
     kb.evidence = {"fake-illegal-access": [Evidence(
         entry="fake-illegal-access", status="reproduced", fix_status="fix-verified",
         gpu="NVIDIA H100 80GB HBM3", gpu_memory_mib=81559, driver="570.86.15", cuda="12.8",

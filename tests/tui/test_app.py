@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import io
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -89,7 +90,7 @@ def test_paste_gives_results_and_detail(fake_kb, gpu):
             assert option_ids(app) == ["fake-gpu-oom"]
             text = detail_text(app)
             assert "Diagnosis of this log" in text
-            assert "requested            20.00 GiB" in text
+            assert re.search(r"requested\s+20\.00 GiB", text)
             assert "captured  requested=20.00 GiB" in text
             # nothing matches: the list says so; full-text near misses are offered as "maybe"
             area.load_text("all good today")
