@@ -173,16 +173,12 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
                 interp = _interpretations(value, None)
                 if interp:
                     add_code(value, "unknown", "", "", ln, interp)
-        if "cudaError" in t:
-            for name in _RT_NAME.findall(t):
-                info = cc.by_name(name)
-                if info:
-                    add_code(info.value, "runtime", info.name, info.text, ln)
-        if "CUDA_ERROR_" in t:
-            for name in _DRV_NAME.findall(t):
-                info = cc.by_name(name)
-                if info:
-                    add_code(info.value, "driver", info.name, info.text, ln)
+        for key, rx, api in (("cudaError", _RT_NAME, "runtime"), ("CUDA_ERROR_", _DRV_NAME, "driver")):
+            if key in t:
+                for name in rx.findall(t):
+                    info = cc.by_name(name)
+                    if info:
+                        add_code(info.value, api, info.name, info.text, ln)
         if "CUDA error: " in t and "cuda runtime error" not in t:
             m = _CUDA_TEXT.search(t)
             if m:
