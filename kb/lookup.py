@@ -107,17 +107,16 @@ def _signature_matches(hits: Iterable[Hit]) -> list[Match]:
         is_root = root_line is not None and weight >= 1.0 and first.line_number == root_line
         if is_root:
             score += ROOT_BONUS
-        shown = best if best.line_number == first.line_number or not is_root else first
-        if shown.signature.weight < best.signature.weight:
-            shown = best
+        # The evidence shown: the earliest line of the strongest wording that fired.
+        shown = min((h for h in hs if h.signature.weight == weight), key=lambda h: h.line_number)
         out.append(Match(entry=best.entry, score=score, confidence="high" if weight >= 1.0 else "medium",
                          source="signature", signature=shown.signature.id, line=shown.line,
                          line_number=shown.line_number, captures=dict(shown.captures)))
     return out
 
 
-def _code_matches(kb: KnowledgeBase, facts: Facts, have: set[str]) -> list[Match]:
-    owners = code_owners(kb)
+def _code_matches(kb: KnowledgeBase, facts: Facts, have: set[str],
+                  owners: dict[tuple[str, int], str]) -> list[Match]:
     out: list[Match] = []
     for code in facts.cuda_codes:
         readings = [(code.api, code.value)] if code.api != "unknown" else \
@@ -162,9 +161,9 @@ def lookup_scan(s: Scan, top: int = 3, kb: KnowledgeBase | None = None, fulltext
         hits.extend(index.match_line(ln.text, ln.number, ln.count))
     facts = extract_facts(s.lines)
     matches = _signature_matches(hits)
-    matches += _code_matches(kb, facts, {m.id for m in matches})
-    suggestions: list[Match] = []
     owners = code_owners(kb)
+    matches += _code_matches(kb, facts, {m.id for m in matches}, owners)
+    suggestions: list[Match] = []
     # A CUDA code the log states exactly (by its text or its name) that no entry owns: the code
     # table explains it in the diagnosis, and a full-text guess would only name a neighbour.
     unowned = [c for c in facts.cuda_codes if c.api != "unknown" and (c.api, c.value) not in owners]
