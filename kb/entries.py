@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from .model import Code, Entry, Problem, Program, Repro, Requirements, Signature
+from .model import Code, Entry, NearMiss, Problem, Program, Repro, Requirements, Signature
 from .paths import entry_files
 from .regex_literal import required_literal
 
@@ -44,6 +44,7 @@ CHECKS = {
     "KB014": "code is not in the CUDA code table",
     "KB015": "not_reproducible names a signature id that does not exist",
     "KB016": "signature is not exercised by any match example",
+    "KB017": "no_match example belongs to an entry that does not exist",
 }
 
 _SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -212,7 +213,7 @@ def load_file(path: Path, local: bool = False) -> tuple[Entry | None, list[Probl
         codes=tuple(Code(c["api"], c["value"], c.get("name", "")) for c in data.get("codes", [])),
         signatures=tuple(sigs), causes=tuple(data["causes"]), diagnostics=tuple(data["diagnostics"]),
         fixes=tuple(data["fixes"]), examples_match=tuple(data["examples"]["match"]),
-        examples_no_match=tuple(data["examples"]["no_match"]), references=tuple(data["references"]),
+        examples_no_match=tuple(NearMiss(x["text"], x["belongs"]) for x in data["examples"]["no_match"]), references=tuple(data["references"]),
         repro=repro, fix_check=fix_check, not_reproducible=tuple(data.get("not_reproducible", [])),
         local=local,
     )

@@ -19,7 +19,13 @@ from typing import BinaryIO, Iterable, Iterator
 # each entry's examples against them (KB009's hint), so no signature is invisible to the scan.
 TRIGGERS = (b"error", b"assert", b"fail", b"nccl", b"out of memory", b"exception", b"nvidia",
             b"mismatch", b"expected", b"cublas", b"cudnn", b"triton", b"abort", b"timeout",
-            b"timed out", b"illegal", b"driver", b"sm_", b"capability", b"nvrm", b"xid")
+            b"timed out", b"illegal", b"driver", b"sm_", b"capability", b"nvrm", b"xid",
+            # Native crashes, signals and broken installs rarely say "error".
+            b"fault", b"segv", b"sigbus", b"sigfpe", b"sigill", b"sigkill", b"sigterm",
+            b"core dumped", b"floating point", b"killed", b"signal", b"terminate",
+            b"undefined symbol", b"no module named", b"shared object", b"not implemented",
+            b"unsupported", b"not supported", b"no attribute", b"cannot", b"can't", b"could not",
+            b"unable", b"invalid", b"warning", b"not compiled", b"corrupt", b"double free")
 EXACT_TRIGGERS = (b"CUDA",)
 
 CHUNK = 8 << 20

@@ -48,10 +48,10 @@ def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
                     "see kb.extract.TRIGGERS and EXACT_TRIGGERS" if unseen else
                     "widen a signature, or remove the example if it belongs to another entry")
             problems.append(_problem(entry, "KB009", f"example '{_short(ex)}' matches no signature", hint))
-    for ex in entry.examples_no_match:
-        hits = text_hits(index, ex)
+    for near in entry.examples_no_match:
+        hits = text_hits(index, near.text)
         if hits:
-            problems.append(_problem(entry, "KB010", f"no_match example '{_short(ex)}' matches "
+            problems.append(_problem(entry, "KB010", f"no_match example '{_short(near.text)}' matches "
                                      f"signature '{hits[0].signature.id}'", "tighten that signature"))
     for s in entry.signatures:
         if s.id not in exercised:
@@ -75,4 +75,8 @@ def lint(kb: KnowledgeBase) -> list[Problem]:
     problems = list(kb.problems)
     for e in kb.entries:
         problems.extend(check_entry(e, known))
+        for near in e.examples_no_match:
+            if near.belongs != "none" and kb.get(near.belongs) is None:
+                problems.append(_problem(e, "KB017", f"no_match example '{_short(near.text)}' belongs to "
+                                         f"'{near.belongs}', which is no entry", "name an entry id, or none"))
     return sorted(problems, key=lambda p: (p.path, p.line, p.code))

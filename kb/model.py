@@ -34,6 +34,15 @@ class Program:
 
 
 @dataclass(frozen=True)
+class NearMiss:
+    """A no_match example: text that must not name its entry, and the entry (or "none") that a
+    lookup must put first instead."""
+
+    text: str
+    belongs: str
+
+
+@dataclass(frozen=True)
 class Requirements:
     gpu: bool = True
     gpus: int = 1
@@ -66,7 +75,7 @@ class Entry:
     diagnostics: tuple[dict[str, Any], ...]
     fixes: tuple[dict[str, Any], ...]
     examples_match: tuple[str, ...]
-    examples_no_match: tuple[str, ...]
+    examples_no_match: tuple[NearMiss, ...]
     references: tuple[dict[str, Any], ...]
     repro: Repro | None = None
     fix_check: Program | None = None

@@ -79,7 +79,7 @@ def entry_dict(entry: Entry, evs: list[Evidence] | None = None) -> dict[str, Any
         "causes": list(entry.causes), "diagnostics": list(entry.diagnostics), "fixes": list(entry.fixes),
         "repro": None, "fix_check": None,
         "not_reproducible": list(entry.not_reproducible),
-        "examples": {"match": list(entry.examples_match), "no_match": list(entry.examples_no_match)},
+        "examples": {"match": list(entry.examples_match), "no_match": [{"text": n.text, "belongs": n.belongs} for n in entry.examples_no_match]},
         "references": list(entry.references),
         "verification": [asdict(e) for e in (evs or [])],
     }

@@ -37,8 +37,8 @@ BROKEN = {
     "KB008": (GOOD.replace(r"widget runtime error \(3\) : exploded", r"(?:x)?"), "good-entry.yaml", 11),
     "KB009": (GOOD.replace('    - "RuntimeError: Widget error: the widget exploded"',
                            '    - "RuntimeError: Gadget error: it fizzled"'), "good-entry.yaml", None),
-    "KB010": (GOOD.replace('    - "Widget error: the widget imploded"',
-                           '    - "Widget error: the widget exploded again"'), "good-entry.yaml", None),
+    "KB010": (GOOD.replace('{text: "Widget error: the widget imploded"',
+                           '{text: "Widget error: the widget exploded again"'), "good-entry.yaml", None),
     "KB011": (GOOD.replace("expect: [modern]", "expect: [modern, nonexistent]"), "good-entry.yaml", None),
     "KB013": (GOOD.replace("  - id: legacy", "  - id: modern"), "good-entry.yaml", None),
     "KB014": (GOOD.replace("{api: runtime, value: 700, name: cudaErrorIllegalAddress}",
@@ -47,6 +47,7 @@ BROKEN = {
               "good-entry.yaml", None),
     "KB016": (GOOD.replace('"widget runtime error (3) : exploded at THWidget.cu:1"', '"Widget error: the widget exploded!"'),
               "good-entry.yaml", None),
+    "KB017": (GOOD.replace('belongs: none}', 'belongs: no-such-entry}', 1), "good-entry.yaml", None),
 }
 
 

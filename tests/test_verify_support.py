@@ -44,7 +44,7 @@ def write_entry(folder: Path, entry_id: str, code: str, *, pattern: str | None =
         "causes": [{"title": "test", "detail": "test"}], "diagnostics": [], "fixes": [{"title": "none"}],
         "repro": {"requires": requires if requires is not None else {"gpu": False},
                   "timeout": timeout, "expect": list(expect), "code": code},
-        "examples": {"match": [pattern] * 3, "no_match": ["nothing here", "still nothing"]},
+        "examples": {"match": [pattern] * 3, "no_match": [{"text": "nothing here", "belongs": "none"}, {"text": "still nothing", "belongs": "none"}]},
         "references": [],
     }
     if env:
