@@ -3,22 +3,63 @@
     >>> import kb
     >>> kb.lookup("RuntimeError: CUDA error: an illegal memory access was encountered")[0].id
     'cuda-illegal-memory-access'
+    >>> engine = kb.Engine()
+    >>> engine.lookup("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB").best.id
+    'cuda-oom'
 
-Importing kb is cheap and never imports torch or textual.
+The public API is what this module exports (see __all__). Importing kb is cheap and never imports
+torch or textual: the names below are loaded on first use.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "Engine", "LookupResult", "Match", "HitRef", "Entry", "KnowledgeBase", "Facts", "Finding",
+    "Outcome", "Environment", "Evidence", "lookup", "load", "verify_entry", "verify_many",
+    "probe_environment", "open_log", "__version__",
+]
+
+if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
+    from .diagnose import Finding
+    from .engine import Engine, LookupResult, open_log
+    from .facts import Facts
+    from .knowledge import KnowledgeBase
+    from .model import Entry, Evidence, HitRef, Match
+    from .verify import Environment, Outcome, probe_environment, verify_entry, verify_many
+
+_LAZY = {
+    "Engine": "engine", "LookupResult": "engine", "open_log": "engine",
+    "Match": "model", "HitRef": "model", "Entry": "model", "Evidence": "model",
+    "KnowledgeBase": "knowledge", "Facts": "facts", "Finding": "diagnose",
+    "Outcome": "verify", "Environment": "verify", "verify_entry": "verify", "verify_many": "verify",
+    "probe_environment": "verify",
+}
 
 
-def lookup(text, top: int = 5, kb_dirs=None):
-    """Entries matching an error message or log, best first (a list of kb.model.Match)."""
-    from .lookup import lookup_text
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kb' has no attribute {name!r}")
+    import importlib
 
-    return lookup_text(text, top=top, kb_dirs=kb_dirs).matches
+    value = getattr(importlib.import_module(f"kb.{module}"), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
 
-def load(kb_dirs=None):
+def lookup(text: str | bytes, top: int = 5, kb_dirs: Iterable[str] | None = None) -> list[Match]:
+    """Entries matching an error message or log, best first."""
+    from .engine import default_engine
+
+    return default_engine(kb_dirs).lookup(text, top=top).matches
+
+
+def load(kb_dirs: Iterable[str] | None = None) -> KnowledgeBase:
     """The knowledge base (bundled entries plus the user's folders)."""
-    from .knowledge import load as _load
+    from .engine import default_engine
 
-    return _load(kb_dirs)
+    return default_engine(kb_dirs).knowledge

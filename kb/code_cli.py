@@ -6,7 +6,7 @@ import json
 import sys
 
 from . import cuda_codes
-from .lookup import code_owners, get_kb
+from .engine import default_engine
 
 ERA = {"runtime": "runtime API (cudaError_t), CUDA >= 10.1",
        "runtime-legacy": "runtime API (cudaError_t), CUDA < 10.1",
@@ -19,7 +19,7 @@ def run_code(args) -> int:
         infos = cuda_codes.by_value(int(raw))
     else:
         infos = cuda_codes.by_name_all(raw)
-    owners = code_owners(get_kb(args.kb_dir))
+    owners = default_engine(args.kb_dir).owners
     rows = [{"api": i.api, "value": i.value, "name": i.name, "text": i.text,
              "entry": owners.get((i.api, i.value))} for i in infos]
     if args.json:

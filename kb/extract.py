@@ -112,8 +112,12 @@ def iter_chunks(stream: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
 
 def _looks_binary(first: bytes) -> bool:
     sample = first[:8192]
-    return bool(sample) and (sample.count(b"\x00") > len(sample) // 100 or
-                             sum(c < 9 or 13 < c < 32 for c in sample) > len(sample) // 10)
+    if not sample:
+        return False
+    # Logs are text: few NULs, few control bytes, and (whatever the locale) mostly valid UTF-8.
+    return (sample.count(b"\x00") > len(sample) // 100
+            or sum(c < 9 or 13 < c < 32 for c in sample) > len(sample) // 10
+            or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 20)
 
 
 class _Window:

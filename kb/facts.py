@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 from .extract import Line
+from .wrappers import sightings
 
 _UNITS = {"b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
           "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
@@ -26,6 +27,9 @@ class CudaCode:
     text: str = ""
     line_number: int = 0
     interpretations: list[dict[str, Any]] = field(default_factory=list)  # every era it could be
+    wrapper: str = ""  # what printed it: torch, triton, hip, nccl, cuda-gdb, extension...
+    partial: bool = False  # the text was cut off, and what is left names this code alone
+    line: str = ""  # the line that stated it
 
 
 @dataclass
@@ -81,11 +85,8 @@ _LEGACY_RT = _Lazy(r"cuda runtime error \((?P<code>\d+)\)\s*:\s*(?P<text>.+?)(?:
 # glog CHECK macros (Caffe, many C++ extensions): "Check failed: error == cudaSuccess (77 vs. 0)  text"
 _CHECK_EQ = _Lazy(r"cudaSuccess \((?P<code>\d+) vs\. 0\)\s*(?P<text>[^\n]*?)\s*$")
 _THC_CHECK = _Lazy(r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$")
-_CUDA_TEXT = _Lazy(r"CUDA error: (?P<text>[^.\n]+?)(?:\n|$| when calling|\s*CUDA kernel errors|\s*Compile with|\.\s)")
 _CUDA_NUM = _Lazy(r"(?:CUDA|cuda)(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b")
 _BARE_CODE = _Lazy(r"^\s*(?:cuda\s*)?(?:error|err|code|cudaError)?\s*[:=#(]?\s*(?P<code>\d{1,5})\)?\s*$", re.I)
-_RT_NAME = _Lazy(r"\b(cudaError[A-Z][A-Za-z]+)\b")
-_DRV_NAME = _Lazy(r"\b(CUDA_ERROR_[A-Z_]+)\b")
 _EXC = _Lazy(r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Warning))\b(?::|$)")
 _EXC_Q = _Lazy(r"\b(?P<exc>torch\.(?:\w+\.)*[A-Z]\w*Error|[A-Z]\w*Error)\s*:")
 _LOC = _Lazy(r"(?P<loc>[\w./-]+\.(?:cu|cpp|cuh|h|c|py)):(?P<line>\d+)")
@@ -133,14 +134,15 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
     seen_codes: set[tuple[int, str]] = set()
     lines = list(lines)
 
-    def add_code(value: int, api: str, name: str, text: str, ln: Line, interp=None) -> None:
+    def add_code(value: int, api: str, name: str, text: str, ln: Line, interp=None,
+                 wrapper: str = "", partial: bool = False) -> None:
         key = (value, api)
         if key in seen_codes:
             return
         seen_codes.add(key)
-        f.cuda_codes.append(CudaCode(value, api, name, text, ln.number, interp or []))
+        f.cuda_codes.append(CudaCode(value, api, name, text, ln.number, interp or [], wrapper, partial,
+                                     ln.text))
 
-    cc = _codes_module()
     single = len(lines) == 1
     for ln in lines:
         t = ln.text
@@ -173,18 +175,10 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
                 interp = _interpretations(value, None)
                 if interp:
                     add_code(value, "unknown", "", "", ln, interp)
-        for key, rx, api in (("cudaError", _RT_NAME, "runtime"), ("CUDA_ERROR_", _DRV_NAME, "driver")):
-            if key in t:
-                for name in rx.findall(t):
-                    info = cc.by_name(name)
-                    if info:
-                        add_code(info.value, api, info.name, info.text, ln)
-        if "CUDA error: " in t and "cuda runtime error" not in t:
-            m = _CUDA_TEXT.search(t)
-            if m:
-                infos = [i for i in cc.by_text(m.group("text")) if i.api == "runtime"]
-                if infos:
-                    add_code(infos[0].value, "runtime", infos[0].name, infos[0].text, ln)
+        low = t.lower()
+        if "cuda" in low or "hip" in low or "gpuassert" in low:
+            for s in sightings(t):
+                add_code(s.value, s.api, s.name, s.text, ln, wrapper=s.wrapper, partial=s.partial)
         # ---- exception, location, assertion, gpu, rank, version
         if f.exception is None and ("Error" in t or "Exception" in t or "Warning" in t):
             m = _EXC.match(t) or _EXC_Q.search(t)

@@ -1,8 +1,9 @@
 """The full-text index (Whoosh, BM25F). The only module that imports whoosh.
 
-It answers only where no signature fires: messages no entry has a wording for yet. Built on first
-use into the state dir under the knowledge base's content hash, in a temporary folder renamed
-into place, so a concurrent lookup sees the old index or the new one, never half of one.
+It answers only where no signature fires: messages no entry has a wording for yet, and then only
+with suggestions. Built on first use into the state dir under the knowledge base's content hash
+(see ensure_index for how concurrent rebuilds stay safe); in memory when that folder cannot be
+written.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,33 +46,72 @@ def _schema():
                   causes=TEXT(analyzer=ana, field_boost=0.7))
 
 
-def index_dir(kb: KnowledgeBase) -> Path:
-    return paths.state_dir() / f"index-{kb.content_hash}"
+STALE_S = 600  # a superseded index is removed once no lookup can still be opening it
+
+
+def _pointer(kb: KnowledgeBase) -> Path:
+    return paths.state_dir() / f"index-{kb.content_hash}.current"
+
+
+def index_dir(kb: KnowledgeBase) -> Path | None:
+    """The live index for exactly this knowledge base, or None when there is none yet."""
+    try:
+        name = _pointer(kb).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    d = paths.state_dir() / name
+    return d if name.startswith(f"index-{kb.content_hash}-") and d.is_dir() else None
 
 
 def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
-    """(path, built?) The index for exactly this knowledge base, built if missing."""
-    target = index_dir(kb)
-    if target.is_dir() and not force:
-        return target, False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".index-build-"))
+    """(path, built?) The index for exactly this knowledge base, built if missing.
+
+    Each build goes into a folder of its own, and a small pointer file is swapped atomically to
+    name the live one: a lookup reading the old index while `kb index --rebuild` runs keeps a
+    complete index under it, and folders are removed only when superseded for a while. Indexes
+    of other configurations sharing KB_HOME are never touched while in use. Raises OSError when
+    the state folder cannot be written.
+    """
+    live = index_dir(kb)
+    if live is not None and not force:
+        return live, False
+    root = paths.state_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(dir=root, prefix=f"index-{kb.content_hash}-"))
     try:
-        build(kb, tmp)
-        if target.is_dir():
-            old = target.with_name(f".index-old-{os.getpid()}")
-            os.replace(target, old)
-            shutil.rmtree(old, ignore_errors=True)
+        build(kb, new)
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".pointer-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(new.name)
+        os.replace(tmp, _pointer(kb))
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    _collect(root)
+    return new, True
+
+
+def _collect(root: Path) -> None:
+    """Remove index folders no pointer names once they have been superseded for STALE_S, and
+    whole indexes of configurations nobody has used for knowledge.STALE_DAYS."""
+    from .knowledge import STALE_DAYS
+
+    now = time.time()
+    live: set[str] = set()
+    for ptr in root.glob("index-*.current"):
         try:
-            os.replace(tmp, target)
+            if now - ptr.stat().st_mtime > STALE_DAYS * 86400:
+                ptr.unlink()
+                continue
+            live.add(ptr.read_text(encoding="utf-8").strip())
         except OSError:
-            pass  # another process put an identical index there first
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    for stale in target.parent.glob("index-*"):
-        if stale != target:
-            shutil.rmtree(stale, ignore_errors=True)
-    return target, True
+            continue
+    for d in root.glob("index-*"):
+        try:
+            if d.is_dir() and d.name not in live and now - d.stat().st_mtime > STALE_S:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def wording_text(entry) -> str:
@@ -81,7 +122,10 @@ def wording_text(entry) -> str:
 def build(kb: KnowledgeBase, where: Path) -> None:
     from whoosh import index as windex
 
-    ix = windex.create_in(str(where), _schema())
+    _fill(kb, windex.create_in(str(where), _schema()))
+
+
+def _fill(kb: KnowledgeBase, ix) -> None:
     w = ix.writer()
     for e in kb.entries:
         causes = " ".join(f"{c['title']} {c['detail']}" for c in e.causes)
@@ -91,12 +135,30 @@ def build(kb: KnowledgeBase, where: Path) -> None:
 
 class FullText:
     def __init__(self, kb: KnowledgeBase):
-        from whoosh import index as windex
-
-        path, _ = ensure_index(kb)
-        self.ix = windex.open_dir(str(path))
+        self.ix, self.searcher = self._open(kb)
         self.analyzer = self.ix.schema["wording"].analyzer
-        self.searcher = self.ix.searcher()
+
+    @staticmethod
+    def _open(kb: KnowledgeBase):
+        from whoosh import index as windex
+        from whoosh.filedb.filestore import RamStorage
+
+        for _ in range(3):  # a rebuild elsewhere can swap the index between reading and opening
+            try:
+                path, _built = ensure_index(kb)
+                ix = windex.open_dir(str(path))
+                return ix, ix.searcher()
+            except PermissionError:
+                break
+            except OSError as e:
+                if e.errno in (13, 30, 28):  # EACCES, EROFS, ENOSPC: not worth retrying
+                    break
+            except windex.EmptyIndexError:
+                continue
+        # No writable state folder: an index in memory (it takes a moment, every process).
+        ix = RamStorage().create_index(_schema())
+        _fill(kb, ix)
+        return ix, ix.searcher()
 
     def terms(self, text: str) -> tuple[list[str], int]:
         """The query's most distinctive known terms (rarest first) and how many distinct terms

@@ -26,6 +26,8 @@ class KnowledgeBase:
     problems: list[Problem]
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
     content_hash: str = ""
+    # Said once on stderr by the CLI, shown by the TUI: an unwritable cache, and the like.
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.by_id = {e.id: e for e in self.entries}
@@ -70,8 +72,10 @@ def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
             with open(cache, "rb") as fh:
                 kb = pickle.load(fh)
             if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
+                kb.warnings = []
                 return kb
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError,
+                ValueError):
             pass
     # Only on a cache miss: YAML parsing and schema validation cost more than everything else.
     from .entries import load_dirs
@@ -80,21 +84,39 @@ def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
     result = load_dirs(bundled, local)
     kb = KnowledgeBase(result.entries, result.problems, load_evidence(ev_dir), digest)
     if use_cache:
-        _write_cache(cache, kb)
+        problem = _write_cache(cache, kb)
+        if problem:
+            kb.warnings = [f"cannot write kb's cache in {cache.parent} ({problem}); lookups still "
+                           f"work, only slower (set KB_HOME to a writable folder)"]
     return kb
 
 
-def _write_cache(cache: Path, kb: KnowledgeBase) -> None:
-    import tempfile  # only when (re)writing the cache: it drags shutil in
+STALE_DAYS = 14  # caches of other configurations are left alone until unused this long
 
+
+def _write_cache(cache: Path, kb: KnowledgeBase) -> str | None:
+    """Write the cache atomically; the reason when it cannot be written."""
+    import tempfile  # only when (re)writing the cache: it drags shutil in
+    import time
+
+    tmp = None
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".entries-")
         with os.fdopen(fd, "wb") as fh:
             pickle.dump(kb, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, cache)  # atomic: a concurrent reader sees the old file or the new one
-        for old in cache.parent.glob("entries-*.pickle"):
-            if old != cache:
-                old.unlink(missing_ok=True)
-    except OSError:
-        pass  # a read-only cache dir only costs speed
+    except OSError as e:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        return e.strerror or str(e)
+    # Another configuration (other KB_PATH, other checkout) may share this folder: only caches
+    # nobody has used for a long time are removed.
+    cutoff = time.time() - STALE_DAYS * 86400
+    for old in cache.parent.glob("entries-*.pickle"):
+        try:
+            if old != cache and old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:
+            pass
+    return None

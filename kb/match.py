@@ -5,6 +5,14 @@ Each signature is filed under one word of its required literal (the rarest such 
 knowledge base); a line only reaches the regexes filed under its own words, and only after the
 literal itself is found in it. Regexes compile on first use, so a cold process pays for the few
 signatures a log touches, not for all of them.
+
+Two fallbacks run only on a line no signature matched as written:
+- a retyped line (lower case, say) is tried against long wordings without regard to case;
+- a line cut off inside a signature's distinctive literal (a paste or an excerpt that ends
+  mid-word) is a partial hit: lower confidence, still an answer.
+
+Patterns from the user's own folders are untrusted: they run on the `regex` engine with a time
+limit, so a catastrophic pattern costs a warning, never a frozen lookup.
 """
 
 from __future__ import annotations
@@ -12,12 +20,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from .model import Entry, Signature
 from .regex_literal import key_words
 
 _WORD = re.compile(r"\w+")
+LOCAL_REGEX_TIMEOUT = 0.05  # seconds per line for a pattern from a user's folder
+CASELESS_MIN_LITERAL = 20  # a wording this long is unambiguous in any case
+CUT_MIN = 20  # a line ending in this many characters of a literal was cut inside it
 
 
 @dataclass(frozen=True)
@@ -28,45 +39,86 @@ class Hit:
     line: str
     captures: dict[str, str]
     count: int = 1
+    partial: bool = False  # cut-off line or caseless retyping: a lower-confidence hit
+
+
+Pair = tuple[Entry, Signature]
 
 
 class SignatureIndex:
     def __init__(self, entries: Iterable[Entry]):
+        entries = list(entries)
         pairs = [(e, s) for e in entries for s in e.signatures]
+        # Rank of each (entry, signature): ties between hits are broken by it, never by hashing.
+        self.order: dict[tuple[str, str], int] = {(e.id, s.id): i for i, (e, s) in enumerate(pairs)}
         freq: Counter[tuple[bool, str]] = Counter()
         keyed: list[tuple[Entry, Signature, list[str]]] = []
         for e, s in pairs:
             words = key_words(s.literal)
             keyed.append((e, s, words))
             freq.update({(s.ignore_case, w) for w in words})
-        self.by_word: dict[str, list[tuple[Entry, Signature]]] = {}
-        self.by_word_ci: dict[str, list[tuple[Entry, Signature]]] = {}
-        self.always: list[tuple[Entry, Signature]] = []
+        self.by_word: dict[str, list[Pair]] = {}
+        self.by_word_ci: dict[str, list[Pair]] = {}
+        self.always: list[Pair] = []
+        self.caseless: dict[str, list[Pair]] = {}  # fallback: long case-sensitive literals, by word
         for e, s, words in keyed:
             if not words:
                 self.always.append((e, s))
                 continue
             key = min(words, key=lambda w: (freq[(s.ignore_case, w)], -len(w)))
             (self.by_word_ci if s.ignore_case else self.by_word).setdefault(key, []).append((e, s))
-        self._compiled: dict[tuple[str, bool], re.Pattern] = {}
+            if not s.ignore_case and len(s.literal) >= CASELESS_MIN_LITERAL:
+                self.caseless.setdefault(key.lower(), []).append((e, s))
+        # Cut-off lines: every CUT_MIN-character window of a long literal, lowercased, -> the
+        # signatures whose literal holds it and where it ends.
+        self.cuts: dict[str, list[tuple[Entry, Signature, int]]] = {}
+        for e, s in pairs:
+            lit = s.literal.lower()
+            if len(lit) < CUT_MIN + 8:
+                continue
+            for end in range(CUT_MIN, len(lit)):  # a window ending before the literal does
+                self.cuts.setdefault(lit[end - CUT_MIN:end], []).append((e, s, end))
+        self._compiled: dict[tuple[str, bool, bool], Any] = {}
+        self.warnings: list[str] = []
+        self._timed_out: set[tuple[str, str]] = set()
 
-    def regex(self, sig: Signature) -> re.Pattern:
-        key = (sig.pattern, sig.ignore_case)
+    def regex(self, sig: Signature, caseless: bool = False, untrusted: bool = False):
+        key = (sig.pattern, sig.ignore_case or caseless, untrusted)
         rx = self._compiled.get(key)
         if rx is None:
-            rx = re.compile(sig.pattern, re.IGNORECASE if sig.ignore_case else 0)
+            if untrusted:
+                import regex  # only for users' own patterns: it can stop a search after a time limit
+
+                rx = regex.compile(sig.pattern, regex.IGNORECASE if key[1] else 0)
+            else:
+                rx = re.compile(sig.pattern, re.IGNORECASE if key[1] else 0)
             self._compiled[key] = rx
         return rx
 
-    def candidates(self, line: str) -> list[tuple[Entry, Signature]]:
-        words = set(_WORD.findall(line))
+    def _search(self, e: Entry, s: Signature, line: str, caseless: bool = False):
+        if not e.local:
+            return self.regex(s, caseless).search(line)
+        if (e.id, s.id) in self._timed_out:
+            return None
+        try:
+            return self.regex(s, caseless, untrusted=True).search(line, timeout=LOCAL_REGEX_TIMEOUT)
+        except TimeoutError:
+            self._timed_out.add((e.id, s.id))
+            self.warnings.append(f"signature '{s.id}' of local entry '{e.id}' ({e.path}) took over "
+                                 f"{LOCAL_REGEX_TIMEOUT * 1000:.0f} ms on one line and was skipped; "
+                                 f"`kb lint` explains why")
+            return None
+
+    def candidates(self, line: str) -> list[Pair]:
+        # dict.fromkeys, not set: the order of the words in the line, the same in every process.
+        words = dict.fromkeys(_WORD.findall(line))
         out = list(self.always)
         for w in words:
             got = self.by_word.get(w)
             if got:
                 out.extend(got)
         if self.by_word_ci:
-            for w in {w.lower() for w in words}:
+            for w in dict.fromkeys(w.lower() for w in words):
                 got = self.by_word_ci.get(w)
                 if got:
                     out.extend(got)
@@ -83,11 +135,46 @@ class SignatureIndex:
                         continue
                 elif s.literal not in line:
                     continue
-            m = self.regex(s).search(line)
+            m = self._search(e, s, line)
             if m:
-                caps = {k: v for k, v in m.groupdict().items() if v is not None}
-                hits.append(Hit(e, s, line_number, line, caps, count))
+                hits.append(_hit(e, s, line_number, line, m, count))
+        if not hits:
+            hits = self._fallbacks(line, line_number, count)
         return hits
+
+    def _fallbacks(self, line: str, line_number: int, count: int) -> list[Hit]:
+        low = line.lower()
+        hits: list[Hit] = []
+        if self.caseless and low != line:
+            seen: set[tuple[str, str]] = set()
+            for w in dict.fromkeys(_WORD.findall(low)):
+                for e, s in self.caseless.get(w, ()):
+                    if (e.id, s.id) in seen or s.literal.lower() not in low:
+                        continue
+                    seen.add((e.id, s.id))
+                    m = self._search(e, s, line, caseless=True)
+                    if m:
+                        hits.append(_hit(e, s, line_number, line, m, count, partial=True))
+        if hits or len(low) < CUT_MIN:
+            return hits
+        tail = low.rstrip()
+        seen_cut: set[tuple[str, str]] = set()
+        for e, s, end in self.cuts.get(tail[-CUT_MIN:], ()):
+            head = s.literal.lower()[:end]
+            # What was kept must say more than a generic "CUDA error: " or "RuntimeError: " head.
+            # Cut mid-word only: a line ending at a word boundary may be a whole, shorter message
+            # ("operation not permitted" is not "operation not permitted when stream is capturing").
+            if (e.id, s.id) in seen_cut or len(head.rsplit(": ", 1)[-1]) < 12 or not tail.endswith(head) \
+                    or not (head[-1].isalnum() and s.literal[end:end + 1].isalnum()):
+                continue
+            seen_cut.add((e.id, s.id))
+            hits.append(Hit(e, s, line_number, line, {}, count, partial=True))
+        return hits
+
+
+def _hit(e: Entry, s: Signature, line_number: int, line: str, m, count: int, partial: bool = False) -> Hit:
+    caps = {k: v for k, v in m.groupdict().items() if v is not None}
+    return Hit(e, s, line_number, line, caps, count, partial)
 
 
 def text_hits(index: SignatureIndex, text: str) -> list[Hit]:

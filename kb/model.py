@@ -107,6 +107,15 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class HitRef:
+    """One line that fired for a match: which signature, where, and the line itself."""
+
+    signature: str
+    line_number: int
+    line: str
+
+
+@dataclass(frozen=True)
 class Match:
     """One entry found in the input, with the evidence for it."""
 
@@ -118,6 +127,7 @@ class Match:
     line: str = ""
     line_number: int = 0
     captures: dict[str, str] = field(default_factory=dict)
+    hits: tuple[HitRef, ...] = ()  # every line and signature of this entry that fired
 
     @property
     def id(self) -> str:

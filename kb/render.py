@@ -92,12 +92,6 @@ def entry_dict(entry: Entry, evs: list[Evidence] | None = None) -> dict[str, Any
     return d
 
 
-def match_dict(m: Match) -> dict[str, Any]:
-    return {"id": m.id, "title": m.entry.title, "confidence": m.confidence, "score": round(m.score, 3),
-            "source": m.source, "signature": m.signature, "line": m.line,
-            "line_number": m.line_number, "captures": m.captures, "local": m.entry.local}
-
-
 def problem_dict(p: Problem) -> dict[str, Any]:
     return asdict(p)
 

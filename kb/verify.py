@@ -1,8 +1,8 @@
 """`kb verify`: run entries' repros in isolated processes and judge them with the user's lookup.
 
 A repro proves its entry only when its output, fed through the very lookup a user runs
-(`kb.lookup.lookup_text`), ranks the entry first and the expected signatures are among the ones
-that matched (`kb.match.text_hits`, the one matcher). Its fix_check must then exit 0 with the
+(`kb.Engine.lookup`), ranks the entry first and the expected signatures are among the ones
+that matched (every hit of the entry's match, the one matcher). Its fix_check must then exit 0 with the
 entry no longer matched.
 
 Isolation, because a repro is meant to crash, hang or fill the GPU: each program runs in a fresh
@@ -384,9 +384,6 @@ def probe_environment(python: str = sys.executable) -> Environment:
 
 
 # ---------------------------------------------------------------- judging output
-_LOOKUP_LOCK = threading.Lock()  # lookup's caches are per process; one thread builds them
-
-
 @dataclass(frozen=True)
 class Judgement:
     ranked: tuple[str, ...]  # entry ids, as the lookup ranked them
@@ -400,24 +397,26 @@ class Judgement:
 
 
 def judge(entry: Entry, kb, output: str) -> Judgement:
-    """What the user's lookup and the one matcher make of a program's output."""
-    from .lookup import lookup_text
-    from .match import SignatureIndex, text_hits
+    """What the user's lookup makes of a program's output: one scan, whose match for this entry
+    carries every signature and line that fired."""
+    from .engine import engine_for
 
-    with _LOOKUP_LOCK:
-        result = lookup_text(output, kb=kb, top=5)
-        hits = text_hits(SignatureIndex([entry]), output)
+    result = engine_for(kb).lookup(output, top=len(kb.entries) or 1)
+    mine = next((m for m in result.matches if m.id == entry.id), None)
     matched: list[str] = []
     lines: list[str] = []
-    for h in sorted(hits, key=lambda h: h.line_number):
-        if h.signature.id not in matched:
-            matched.append(h.signature.id)
+    own = {s.id for s in entry.signatures}  # not the code sightings: a repro proves wordings
+    for h in (mine.hits if mine else ()):
+        if h.signature not in own:
+            continue
+        if h.signature not in matched:
+            matched.append(h.signature)
         short = h.line.strip()
         short = short if len(short) <= SHOWN_LINE else short[: SHOWN_LINE - 3] + "..."
         if short not in lines and len(lines) < 5:
             lines.append(short)
     expect = entry.repro.expect if entry.repro else ()
-    return Judgement(tuple(m.id for m in result.matches), tuple(matched), tuple(lines),
+    return Judgement(tuple(m.id for m in result.matches[:5]), tuple(matched), tuple(lines),
                      tuple(s for s in expect if s not in matched))
 
 

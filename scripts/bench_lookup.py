@@ -112,9 +112,9 @@ def p50(fn, n: int) -> float:
 
 
 def bench_warm() -> None:
-    from kb.lookup import get_kb, lookup_text
+    from kb.engine import default_engine, lookup_text
 
-    kb = get_kb()
+    kb = default_engine().knowledge
     lookup_text(MSG, kb=kb)
     t = p50(lambda: lookup_text(MSG, kb=kb), 2000)
     t_log = p50(lambda: lookup_text("Traceback...\n  File x.py\nRuntimeError: " + MSG + "\n", kb=kb), 2000)
@@ -145,7 +145,7 @@ def synthetic_kb(n: int):
 
 def bench_synthetic(n: int) -> None:
     from kb.index import ensure_index
-    from kb.lookup import lookup_text
+    from kb.engine import lookup_text
 
     kb, vocab = synthetic_kb(n)
     t0 = time.perf_counter()

@@ -16,7 +16,7 @@ import time
 import yaml
 
 from kb.knowledge import load
-from kb.lookup import lookup_text
+from kb.engine import lookup_text
 
 
 def plain_bm25(kb):

@@ -3,7 +3,7 @@
 import pytest
 
 from kb.knowledge import load
-from kb.lookup import lookup_text
+from kb.engine import lookup_text
 
 KB = load()
 MATCH = [(e.id, i, ex) for e in KB.entries for i, ex in enumerate(e.examples_match)]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kb.extract import clean_line, iter_chunks, scan, scan_text
 from kb.knowledge import load
-from kb.lookup import lookup_stream, lookup_text
+from kb.engine import lookup_stream, lookup_text
 
 KB = load()
 IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"

@@ -19,8 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Input, OptionList, Static, TabbedContent, TabPane, TextArea
 
-from kb.lookup import LookupResult, get_kb, lookup_text
-from kb.model import Entry, Match
+from kb import Engine, Entry, LookupResult, Match
 from kb.render import verification_status
 
 from . import services
@@ -62,6 +61,7 @@ class KbApp(App[int]):
                  prewarm: bool = False) -> None:
         super().__init__()
         self.kb = kb
+        self.engine: Engine | None = None
         self.kb_dirs = kb_dirs
         self.initial_text = text
         self.result: LookupResult | None = None
@@ -115,7 +115,8 @@ class KbApp(App[int]):
             # worker thread doing the same file reads next to the first paint took ~100x longer
             # (every read gives up the GIL and waits to get it back).
             try:
-                self.kb = get_kb(self.kb_dirs)
+                self.engine = Engine(self.kb_dirs)
+                self.kb = self.engine.knowledge
             except Exception as e:  # a broken install still opens, and says why
                 self.notify(f"Cannot load entries: {e}", severity="error", timeout=30)
         if self.kb is not None:
@@ -136,9 +137,14 @@ class KbApp(App[int]):
         used when no signature fires, and costs ~0.3 s the first time after entries change)."""
         try:
             with self._lookup_lock:
-                lookup_text("warm up the full text index", top=1, kb=self.kb)
+                self._engine().lookup("warm up the full text index", top=1)
         except Exception:
             pass
+
+    def _engine(self) -> Engine:
+        if self.engine is None or self.engine.knowledge is not self.kb:
+            self.engine = Engine(knowledge=self.kb)
+        return self.engine
 
     def _kb_ready(self) -> None:
         if self._current_text().strip():
@@ -215,7 +221,7 @@ class KbApp(App[int]):
             t0 = time.perf_counter()
             try:
                 with self._lookup_lock:  # lookup's caches are per process: one builder at a time
-                    result = lookup_text(text, top=TOP, kb=kb)
+                    result = self._engine().lookup(text, top=TOP)
             except Exception as e:
                 self.call_from_thread(self.notify, f"Lookup failed: {e}", severity="error")
                 return
@@ -373,7 +379,7 @@ def read_input(args: Any, stdin: Any = None) -> tuple[str, str | None]:
     stdin = stdin if stdin is not None else sys.stdin
     path = getattr(args, "file", None)
     if path:
-        from kb.lookup import open_log
+        from kb.engine import open_log
 
         try:
             with open_log(path) as fh:

@@ -109,13 +109,13 @@ def test_paste_gives_results_and_detail(fake_kb, gpu):
 
 def test_typing_is_debounced_into_one_lookup(fake_kb, gpu, monkeypatch):
     calls = []
-    real = tui_app.lookup_text
+    real = tui_app.Engine.lookup
 
-    def counting(text, **kw):
+    def counting(self, text, **kw):
         calls.append(text)
-        return real(text, **kw)
+        return real(self, text, **kw)
 
-    monkeypatch.setattr(tui_app, "lookup_text", counting)
+    monkeypatch.setattr(tui_app.Engine, "lookup", counting)
 
     async def go():
         app = create_app(kb=fake_kb, gpu=gpu)
@@ -286,7 +286,7 @@ def test_run_app_without_a_terminal_says_so(monkeypatch, capsys):
 
 
 def test_kb_never_imports_tui():
-    code = ("import sys, kb.cli, kb.lookup, kb.verify, kb.render; "
+    code = ("import sys, kb.cli, kb.engine, kb.verify, kb.render, kb.report; "
             "print([m for m in sys.modules if m.split('.')[0] in ('tui', 'textual')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -1,0 +1,327 @@
+"""The engine: one object owns the knowledge base, its compiled signatures, the code owners and
+the full-text index, and turns any input into one typed LookupResult.
+
+The pipeline: scan -> facts -> signature and code hits -> ranked matches -> (full text).
+Signatures decide first. A CUDA error the log names in any wrapper (Triton, HIP, CuPy, NCCL,
+extensions...) is a hit on the entry that owns its code. A bare number with no wording points at
+its owners with lower confidence. Full text is consulted only when nothing else fired, and its
+answers are suggestions, never an answer.
+
+Every surface (CLI, `kb verify`, the TUI, the Python API) calls `Engine.lookup`; the parts are
+built lazily under the engine's own lock, so one engine can serve many threads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, BinaryIO, Iterable, Union
+
+from .diagnose import Finding, diagnose
+from .extract import Scan, iter_chunks, scan, scan_text
+from .facts import Facts, extract_facts
+from .knowledge import KnowledgeBase, load
+from .match import Hit, SignatureIndex
+from .model import Entry, HitRef, Match, Signature
+
+# Full-text hits are suggestions: listed, ranked, never an answer (exit 1). They are shown only
+# when they cover enough of the message to be worth reading (scripts/eval_lookup.py measures
+# their precision on the labelled sets; below these levels most suggestions were wrong).
+FULLTEXT_MEDIUM = 0.9
+FULLTEXT_MIN_TERMS = 3
+FULLTEXT_MIN_COVERAGE = 0.5
+# Scores, so that every source ranks on one scale: a strong signature beats a bare code, which
+# beats full text; the earliest strong line (the root error) gets a bonus.
+ROOT_BONUS = 5.0
+
+Source = Union[str, bytes, "os.PathLike[str]", BinaryIO, IO[bytes]]
+
+
+@dataclass
+class LookupResult:
+    matches: list[Match]
+    facts: Facts
+    diagnosis: list[Finding]
+    suggestions: list[Match] = field(default_factory=list)
+    lines_scanned: int = 0
+    bytes_scanned: int = 0
+    binary: bool = False
+    dropped: int = 0  # candidate lines the bounded window did not keep (said, never silent)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def best(self) -> Match | None:
+        return self.matches[0] if self.matches else None
+
+
+def open_log(path: str | os.PathLike[str]) -> BinaryIO:
+    """A log file as bytes, gunzipped when it is gzip (whatever its name)."""
+    fh = open(Path(path), "rb")
+    if fh.read(2) == b"\x1f\x8b":
+        fh.seek(0)
+        return gzip.open(fh)  # type: ignore[return-value]
+    fh.seek(0)
+    return fh
+
+
+class Engine:
+    """Lookups over one knowledge base: the bundled entries plus the given folders (and KB_PATH).
+
+    Thread-safe: the knowledge base, the signature index, the code owners and the full-text
+    index are each built once, on first use, under the engine's lock.
+    """
+
+    def __init__(self, kb_dirs: Iterable[str] | None = None, *, knowledge: KnowledgeBase | None = None):
+        self.kb_dirs = list(kb_dirs or [])
+        self._kb = knowledge
+        self._lock = threading.RLock()
+        self._signatures: SignatureIndex | None = None
+        self._owners: dict[tuple[str, int], str] | None = None
+        self._fulltext: object | None = None
+        self._fulltext_error: str | None = None
+
+    # ------------------------------------------------------------ lazily built parts
+    @property
+    def knowledge(self) -> KnowledgeBase:
+        if self._kb is None:
+            with self._lock:
+                if self._kb is None:
+                    self._kb = load(self.kb_dirs)
+        return self._kb
+
+    @property
+    def signatures(self) -> SignatureIndex:
+        if self._signatures is None:
+            with self._lock:
+                if self._signatures is None:
+                    self._signatures = SignatureIndex(self.knowledge.entries)
+        return self._signatures
+
+    @property
+    def owners(self) -> dict[tuple[str, int], str]:
+        """(api, value) -> id of the entry that owns that CUDA code."""
+        if self._owners is None:
+            with self._lock:
+                if self._owners is None:
+                    owners: dict[tuple[str, int], str] = {}
+                    for e in self.knowledge.entries:
+                        for c in e.codes:
+                            owners.setdefault((c.api, c.value), e.id)
+                    self._owners = owners
+        return self._owners
+
+    def fulltext(self):
+        """The full-text index, or None when it cannot be had (the reason is in warnings)."""
+        if self._fulltext is None and self._fulltext_error is None:
+            with self._lock:
+                if self._fulltext is None and self._fulltext_error is None:
+                    from .index import FullText
+
+                    try:
+                        self._fulltext = FullText(self.knowledge)
+                    except Exception as e:  # whoosh raises its own types; suggestions are optional
+                        self._fulltext_error = f"full-text index unavailable: {e}"
+        return self._fulltext
+
+    @property
+    def warnings(self) -> list[str]:
+        out = list(self.knowledge.warnings)
+        if self._fulltext_error:
+            out.append(self._fulltext_error)
+        if self._signatures is not None:
+            out += self._signatures.warnings
+        return out
+
+    def get(self, entry_id: str) -> Entry | None:
+        return self.knowledge.get(entry_id)
+
+    # ------------------------------------------------------------ lookups
+    def lookup(self, source: Source, *, top: int = 3, fulltext: bool = True) -> LookupResult:
+        """A message (str or bytes), a path (a log file, .gz too) or a binary stream."""
+        if isinstance(source, (str, bytes)):
+            s = scan_text(source)
+        elif isinstance(source, os.PathLike):
+            with open_log(source) as fh:
+                s = scan(iter_chunks(fh))
+        else:
+            s = scan(iter_chunks(source))
+        return self.lookup_scan(s, top=top, fulltext=fulltext)
+
+    def hits(self, s: Scan) -> list[Hit]:
+        """Every signature hit and every CUDA code sighting in a scan, in a stable order."""
+        index = self.signatures
+        hits: list[Hit] = []
+        for ln in s.lines:
+            hits.extend(index.match_line(ln.text, ln.number, ln.count))
+        return hits
+
+    def lookup_scan(self, s: Scan, *, top: int = 3, fulltext: bool = True) -> LookupResult:
+        kb = self.knowledge
+        hits = self.hits(s)
+        facts = extract_facts(s.lines)
+        owners = self.owners
+        hits += _code_hits(kb, facts, owners)
+        matches = _rank(hits, self.signatures.order)
+        have = {m.id for m in matches}
+        matches += _number_matches(kb, facts, have, owners)
+        suggestions: list[Match] = []
+        # A CUDA code the log states exactly that no entry owns: the code table explains it in
+        # the diagnosis, and a full-text guess would only name a neighbour.
+        unowned = [c for c in facts.cuda_codes if c.api != "unknown" and (c.api, c.value) not in owners]
+        if not matches and not unowned and fulltext and s.lines and not s.binary:
+            suggestions = self._suggest(s, top)
+        matches.sort(key=lambda m: -m.score)
+        findings = diagnose(facts, owners)
+        warnings = self.warnings
+        if s.dropped:
+            warnings.append(f"{s.dropped} candidate line(s) between the first and last part of the "
+                            f"log were not examined")
+        return LookupResult(matches[:top], facts, findings, suggestions[:top], s.total_lines,
+                            s.total_bytes, s.binary, s.dropped, warnings)
+
+    def _suggest(self, s: Scan, top: int) -> list[Match]:
+        ft = self.fulltext()
+        if ft is None:
+            return []
+        kb = self.knowledge
+        found = ft.search(_query_text(s), limit=max(top, 3))
+        out = []
+        for rank, th in enumerate(found):
+            e = kb.get(th.id)
+            cov = th.coverage
+            if e is None or th.matched < FULLTEXT_MIN_TERMS or cov < FULLTEXT_MIN_COVERAGE:
+                continue
+            clear = rank == 0 and (len(found) == 1 or th.score >= 1.25 * found[1].score)
+            conf = "medium" if clear and cov >= FULLTEXT_MEDIUM else "low"
+            out.append(Match(entry=e, score=min(th.score, 4.0) * cov, confidence=conf, source="fulltext",
+                             captures={"coverage": f"{cov:.2f}", "terms": f"{th.matched}/{th.asked}"}))
+        return out
+
+
+# ---------------------------------------------------------------- ranking
+def _rank(hits: list[Hit], order: dict[tuple[str, str], int]) -> list[Match]:
+    """Hits -> one Match per entry. Deterministic: ties go to the earlier line, then to the
+    signature that comes first in its entry (and the entry that comes first in the KB)."""
+    if not hits:
+        return []
+    hits = sorted(hits, key=lambda h: (h.line_number, order.get((h.entry.id, h.signature.id), 1 << 30)))
+    by_entry: dict[str, list[Hit]] = {}
+    for h in hits:
+        by_entry.setdefault(h.entry.id, []).append(h)
+    strong = [hs for hs in by_entry.values() if max(h.signature.weight for h in hs) >= 1.0]
+    root_line = min((hs[0].line_number for hs in strong), default=None)
+    out = []
+    for hs in by_entry.values():
+        weight = max(h.signature.weight for h in hs)
+        best_literal = max(len(h.signature.literal) for h in hs if h.signature.weight == weight)
+        lines = len({h.line_number for h in hs})
+        score = 10.0 * weight + 0.3 * min(lines, 5) + min(best_literal, 80) / 100.0
+        if root_line is not None and weight >= 1.0 and hs[0].line_number == root_line:
+            score += ROOT_BONUS
+        # The evidence shown: the earliest line of the strongest wording that fired.
+        shown = next(h for h in hs if h.signature.weight == weight)
+        exact = [h for h in hs if not h.partial]
+        conf = "high" if weight >= 1.0 and shown in exact else "medium"
+        source = "code" if shown.signature.id.startswith("cuda-code") else "signature"
+        out.append(Match(entry=shown.entry, score=score, confidence=conf, source=source,
+                         signature=shown.signature.id, line=shown.line, line_number=shown.line_number,
+                         captures=dict(shown.captures),
+                         hits=tuple(HitRef(h.signature.id, h.line_number, h.line) for h in hs)))
+    return out
+
+
+def _code_hits(kb: KnowledgeBase, facts: Facts, owners: dict[tuple[str, int], str]) -> list[Hit]:
+    """A CUDA code stated exactly (its name, its text in a known wrapper, a driver number with
+    its text) is a strong hit on the entry that owns it; the wrapper is a captured fact."""
+    out: list[Hit] = []
+    for code in facts.cuda_codes:
+        if code.api == "unknown" or not code.line:
+            continue
+        owner = owners.get((code.api, code.value))
+        entry = kb.get(owner) if owner else None
+        if entry is None:
+            continue
+        caps = {"code": str(code.value), "api": code.api}
+        if code.name:
+            caps["name"] = code.name
+        if code.wrapper:
+            caps["wrapper"] = code.wrapper
+        weight = 0.95 if code.partial else 1.0
+        sig = Signature(id=f"cuda-code-{code.wrapper or 'name'}", pattern="", weight=weight,
+                        literal=code.text)
+        out.append(Hit(entry, sig, code.line_number, code.line, caps, partial=code.partial))
+    return out
+
+
+def _number_matches(kb: KnowledgeBase, facts: Facts, have: set[str],
+                    owners: dict[tuple[str, int], str]) -> list[Match]:
+    """A bare number: every era's reading, the likelier first (legacy wording in the log puts
+    the pre-CUDA-10.1 numbering first)."""
+    out: list[Match] = []
+    for code in facts.cuda_codes:
+        if code.api != "unknown":
+            continue
+        readings = [(i["api"], i["value"]) for i in code.interpretations]
+        if facts.legacy_hints:
+            readings.sort(key=lambda r: r[0] != "runtime-legacy")
+        ambiguous = len({owners.get(r) for r in readings if owners.get(r)}) > 1
+        for rank, key in enumerate(readings):
+            owner = owners.get(key)
+            entry = kb.get(owner) if owner else None
+            if entry is None or owner in have:
+                continue
+            have.add(entry.id)
+            conf = "medium" if not ambiguous or rank == 0 else "low"
+            out.append(Match(entry=entry, score=6.0 - rank, confidence=conf, source="code",
+                             signature=None, line="", line_number=code.line_number,
+                             captures={"code": str(code.value), "api": key[0]}))
+    return out
+
+
+def _query_text(s: Scan) -> str:
+    # The lines most like an error message: the fullest match for what a person would paste.
+    keys = ("error", "Error", "ERROR", "failed", "Exception", "exception")
+    picked = [ln.text for ln in s.lines if any(k in ln.text for k in keys)]
+    if not picked:
+        picked = [ln.text for ln in s.lines]
+    return "\n".join(picked[:3] + picked[-5:])[:4000]
+
+
+# ---------------------------------------------------------------- shared engines
+_ENGINES: dict[tuple, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def default_engine(kb_dirs: Iterable[str] | None = None) -> Engine:
+    """One engine per configuration (folders and KB_PATH) for the life of the process."""
+    key = (tuple(kb_dirs or ()), os.environ.get("KB_PATH", ""))
+    with _ENGINES_LOCK:
+        eng = _ENGINES.get(key)
+        if eng is None:
+            eng = _ENGINES[key] = Engine(key[0])
+    return eng
+
+
+def engine_for(kb: KnowledgeBase) -> Engine:
+    """An engine over an already loaded knowledge base (tests, lint, eval scripts)."""
+    key = ("kb", id(kb), kb.content_hash)
+    with _ENGINES_LOCK:
+        eng = _ENGINES.get(key)
+        if eng is None or eng.knowledge is not kb:
+            eng = _ENGINES[key] = Engine(knowledge=kb)
+    return eng
+
+
+def lookup_text(text: str | bytes, top: int = 3, kb_dirs: Iterable[str] | None = None,
+                kb: KnowledgeBase | None = None, fulltext: bool = True) -> LookupResult:
+    eng = engine_for(kb) if kb is not None else default_engine(kb_dirs)
+    return eng.lookup(text, top=top, fulltext=fulltext)
+
+
+def lookup_stream(stream: BinaryIO, top: int = 3, kb_dirs: Iterable[str] | None = None,
+                  kb: KnowledgeBase | None = None) -> LookupResult:
+    eng = engine_for(kb) if kb is not None else default_engine(kb_dirs)
+    return eng.lookup(stream, top=top)
