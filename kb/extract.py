@@ -51,12 +51,14 @@ _PREFIX_SRC = (
       | \[?(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL)\]?\s*[:\-|]?\s+        # log levels
       | [│┃║|]\s*                                                                # rich / box borders
       | (?:E\s{3,})                                                              # pytest failure lines
+      | >+\s*                                                                    # quoted replies
+      | [-*]\s+(?=\*\*)                                                          # Markdown list items
     )"""
 )
 _BOX_TAIL_SRC = r"\s*[│┃║]\s*$"
 # A line can only carry a prefix if it starts with one of these; most error lines start with a
 # letter of an exception name and skip the (lazily compiled) prefix regex entirely.
-_PREFIX_START = frozenset(" \t0123456789[#rEIWDCF│┃║|")
+_PREFIX_START = frozenset(" \t0123456789[#rEIWDCF│┃║|>-*")
 _RX: dict[str, re.Pattern] = {}
 
 
@@ -82,6 +84,8 @@ def clean_line(line: str) -> str:
             line = line[m.end():]
     if line.endswith(("│", "┃", "║")):
         line = _rx("box").sub("", line)
+    if "**" in line:  # Markdown emphasis in pasted reports: "**RuntimeError: CUDA out of memory.**"
+        line = line.replace("**", "")
     return line.strip()
 
 

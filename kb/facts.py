@@ -85,7 +85,7 @@ _LEGACY_RT = _Lazy(r"cuda runtime error \((?P<code>\d+)\)\s*:\s*(?P<text>.+?)(?:
 # glog CHECK macros (Caffe, many C++ extensions): "Check failed: error == cudaSuccess (77 vs. 0)  text"
 _CHECK_EQ = _Lazy(r"cudaSuccess \((?P<code>\d+) vs\. 0\)\s*(?P<text>[^\n]*?)\s*$")
 _THC_CHECK = _Lazy(r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$")
-_CUDA_NUM = _Lazy(r"(?:CUDA|cuda)(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b")
+_CUDA_NUM = _Lazy(r"\bcuda(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b", re.I)
 _BARE_CODE = _Lazy(r"^\s*(?:cuda\s*)?(?:error|err|code|cudaError)?\s*[:=#(]?\s*(?P<code>\d{1,5})\)?\s*$", re.I)
 _EXC = _Lazy(r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Warning))\b(?::|$)")
 _EXC_Q = _Lazy(r"\b(?P<exc>torch\.(?:\w+\.)*[A-Z]\w*Error|[A-Z]\w*Error)\s*:")
@@ -164,7 +164,7 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
             if "THC" in t:
                 f.legacy_hints.append(f"line {ln.number}: THC-era wording")
         else:
-            m = _CUDA_NUM.search(t) if ("CUDA" in t or "cuda" in t) and "rror" in t else None
+            m = _CUDA_NUM.search(t) if "cuda" in t.lower() and "rror" in t.lower() else None
             if m and "cuda runtime error (" in t:
                 # THC's format, whatever follows it: PyTorch < 1.x, and numbers read as CUDA < 10.1.
                 f.legacy_hints.append(f"line {ln.number}: THC-era 'cuda runtime error (N)' wording")
@@ -175,10 +175,8 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
                 interp = _interpretations(value, None)
                 if interp:
                     add_code(value, "unknown", "", "", ln, interp)
-        low = t.lower()
-        if "cuda" in low or "hip" in low or "gpuassert" in low:
-            for s in sightings(t):
-                add_code(s.value, s.api, s.name, s.text, ln, wrapper=s.wrapper, partial=s.partial)
+        for s in sightings(t):
+            add_code(s.value, s.api, s.name, s.text, ln, wrapper=s.wrapper, partial=s.partial)
         # ---- exception, location, assertion, gpu, rank, version
         if f.exception is None and ("Error" in t or "Exception" in t or "Warning" in t):
             m = _EXC.match(t) or _EXC_Q.search(t)

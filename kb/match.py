@@ -28,7 +28,9 @@ from .regex_literal import key_words
 _WORD = re.compile(r"\w+")
 LOCAL_REGEX_TIMEOUT = 0.05  # seconds per line for a pattern from a user's folder
 CASELESS_MIN_LITERAL = 20  # a wording this long is unambiguous in any case
-CUT_MIN = 20  # a line ending in this many characters of a literal was cut inside it
+CUT_MIN = 10  # a line ending in this many characters of a literal was cut inside it
+# Exception classes and "CUDA error:" heads say nothing about which error it is.
+_GENERIC_HEAD = re.compile(r"^(?:\s*(?:[\w.]*(?:error|exception|warning|assert)\w*|cuda error|hip error)\s*:?)+\s*")
 
 
 @dataclass(frozen=True)
@@ -159,17 +161,29 @@ class SignatureIndex:
             return hits
         tail = low.rstrip()
         seen_cut: set[tuple[str, str]] = set()
+        whole: bool | None = None
         for e, s, end in self.cuts.get(tail[-CUT_MIN:], ()):
             head = s.literal.lower()[:end]
             # What was kept must say more than a generic "CUDA error: " or "RuntimeError: " head.
-            # Cut mid-word only: a line ending at a word boundary may be a whole, shorter message
-            # ("operation not permitted" is not "operation not permitted when stream is capturing").
-            if (e.id, s.id) in seen_cut or len(head.rsplit(": ", 1)[-1]) < 12 or not tail.endswith(head) \
-                    or not (head[-1].isalnum() and s.literal[end:end + 1].isalnum()):
+            # What was kept must say more than a generic head ("RuntimeError: CUDA error: ").
+            if (e.id, s.id) in seen_cut or len(_GENERIC_HEAD.sub("", head)) < CUT_MIN \
+                    or not tail.endswith(head):
                 continue
+            if whole is None:
+                whole = _whole_cuda_message(tail)
+            if whole:
+                break  # the line ends in a whole, shorter message ("operation not permitted" is
+                # code 800, not a cut-off "operation not permitted when stream is capturing")
             seen_cut.add((e.id, s.id))
             hits.append(Hit(e, s, line_number, line, {}, count, partial=True))
         return hits
+
+
+def _whole_cuda_message(tail: str) -> bool:
+    from .wrappers import code_for_text
+
+    found = code_for_text(tail.rsplit(": ", 1)[-1])
+    return found is not None and not found[1]
 
 
 def _hit(e: Entry, s: Signature, line_number: int, line: str, m, count: int, partial: bool = False) -> Hit:

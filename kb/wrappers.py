@@ -41,9 +41,14 @@ _FRAMES: tuple[tuple[str, str, str], ...] = (
     ("nccl", "cuda failure", r"\bcuda failure (?:\d+ )?'(?P<text>[^'\n]+)'"),
     ("gpuassert", "gpuassert", r"\bgpuassert:\s*(?P<text>[^\n]+)"),
     ("kernel-failed", "cuda kernel failed", r"\bcuda kernel failed\s*:\s*(?P<text>[^\n]+)"),
+    # A CUDA call "failed with error <text>" / a launch that "failed: <text>" (tiny-cuda-nn,
+    # ComfyUI, many extensions).
+    ("call-failed", "failed", r"\bfailed with error:?\s*(?P<text>[^\n]+)"),
+    ("launch-failed", "launch failed", r"\bcuda kernel launch failed:\s*(?P<text>[^\n]+)"),
     # PyTorch's own "CUDA error: text", any case, and the many "CUDA Error: text" /
-    # "cuda runtime error: text" / "CUDA driver error: text" of libraries and extensions.
-    ("cuda", "cuda", r"\bcuda(?: runtime| driver| rt)? (?:error|failure)(?: \w+)?\s*:\s*(?P<text>[^\n]+)"),
+    # "cuda runtime error: text" / "CUDA runtime error in <call>: text" of libraries and
+    # extensions: the text follows one of the colons after the head (see _after_colons).
+    ("cuda", "cuda", r"\bcuda(?: runtime| driver| rt)? (?:error|failure)\b(?P<rest>[^\n]*)"),
 )
 _COMPILED: list[tuple[str, str, re.Pattern]] = []
 
@@ -96,9 +101,9 @@ def code_for_text(text: str) -> tuple[cuda_codes.CodeInfo, bool] | None:
             return info, False
     t = t.rstrip(" .")
     if len(t) >= CUT_MIN:
-        # Cut mid-word only: a text ending at a word boundary may be a whole, shorter message.
-        cut = [info for known, info in _texts()
-               if known.startswith(t) and t[-1].isalnum() and known[len(t):len(t) + 1].isalnum()]
+        # (A text that is itself a whole message returned above: "operation not permitted" is
+        # code 800, not a cut-off "operation not permitted when stream is capturing".)
+        cut = [info for known, info in _texts() if known.startswith(t) and len(known) > len(t)]
         if len(cut) == 1:
             return cut[0], True
     return None
@@ -136,9 +141,8 @@ def sightings(line: str) -> list[Sighting]:
         info = cuda_codes.get("runtime", 700)
         if info:
             return [Sighting("runtime", 700, info.name, info.text, "compute-sanitizer")]
-    if "cuda" not in low and "hip" not in low and "gpuassert" not in low:
-        return out
-    for wrapper, key, rx in _frames():
+    framed = any(k in low for k in ("cuda", "hip", "gpuassert", "failed", "curesult"))
+    for wrapper, key, rx in (_frames() if framed else ()):
         if key not in low:
             continue
         m = rx.search(line)
@@ -149,8 +153,46 @@ def sightings(line: str) -> list[Sighting]:
             info = cuda_codes.get("driver", int(d["num"]))
             if info:
                 return [Sighting("driver", info.value, info.name, info.text, wrapper)]
-        found = code_for_text(d.get("text") or "")
+        if d.get("rest") is not None:
+            found = _after_colons(d["rest"])
+        else:
+            found = code_for_text(d.get("text") or "")
         if found:
             info, partial = found
             return [Sighting(info.api, info.value, info.name, info.text, wrapper, partial)]
+    if not out:
+        bare = _distinctive(low)
+        if bare:
+            out.append(Sighting(bare.api, bare.value, bare.name, bare.text, "bare"))
     return out
+
+
+def _after_colons(rest: str) -> tuple[cuda_codes.CodeInfo, bool] | None:
+    """The code whose text follows one of the colons in `rest` (at most the first few)."""
+    pos = 0
+    for _ in range(6):
+        pos = rest.find(":", pos)
+        if pos == -1:
+            return None
+        pos += 1
+        found = code_for_text(rest[pos:])
+        if found:
+            return found
+    return None
+
+
+DISTINCTIVE_MIN = 24  # a message text this long means its code even with no CUDA frame around it
+
+
+@lru_cache(maxsize=1)
+def _distinctive_texts() -> tuple[tuple[str, cuda_codes.CodeInfo], ...]:
+    return tuple((t, i) for t, i in _texts() if len(t) >= DISTINCTIVE_MIN and i.api == "runtime")
+
+
+def _distinctive(low: str) -> cuda_codes.CodeInfo | None:
+    """A long, unmistakable CUDA message text anywhere in the line ("an illegal memory access
+    was encountered" quoted in prose, after another library's prefix...)."""
+    for text, info in _distinctive_texts():
+        if text in low:
+            return info
+    return None

@@ -1,22 +1,31 @@
 """Measure lookup quality on labelled cases, against plain Whoosh BM25 in the same run.
 
-    python scripts/eval_lookup.py CASES.yaml [--kb-dir DIR] [--quiet]
+    python scripts/eval_lookup.py CASES.yaml [CASES.yaml ...] [--kb-dir DIR] [--quiet] [--json]
 
-CASES.yaml: a list of {id, label, also?, text}; label is the entry id that should come first, or
-`none` when no entry should match. Prints top-1 and top-3 accuracy over labelled cases, the share
-of `none` cases that correctly get no match, and every miss.
+CASES.yaml: a list of {id, label, also?, text}; label is the entry id that should come first, an
+id of a class kb has no entry for, or `none` when no entry should match. Per file it prints:
+
+- covered: cases whose label is a kb entry id;
+- right on covered: of those, the share whose first match is the label or an `also` id;
+- abstained on uncovered: cases whose label is not a kb id (or none) that got no match;
+- wrong claims: cases whose first match is neither the label nor an `also` id, as a share of
+  all cases (the errors that cost a user most: a confident wrong answer);
+- named right: all cases whose first match is right, as a share of all cases (a case labelled
+  with a class kb lacks can still be named right through an `also` id);
+- suggestions: how often a full-text suggestion, shown when nothing matched, was an acceptable
+  id (its precision), so the threshold for showing them can be defended.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
 import yaml
 
-from kb.knowledge import load
-from kb.engine import lookup_text
+from kb.engine import Engine
 
 
 def plain_bm25(kb):
@@ -49,55 +58,92 @@ def plain_bm25(kb):
 
 
 def qparser_escape(text: str) -> str:
-    out = []
-    for ch in text:
-        out.append(" " if ch in '+-&|!(){}[]^"~*?:\\/' else ch)
-    return "".join(out)
+    return "".join(" " if ch in '+-&|!(){}[]^"~*?:\\/' else ch for ch in text)
 
 
-def score(name: str, results: list[tuple[dict, list[str]]], verbose: bool) -> dict:
-    labelled = [(c, r) for c, r in results if c["label"] != "none"]
-    nones = [(c, r) for c, r in results if c["label"] == "none"]
+def score_file(cases: list[dict], results: list[tuple[list[str], list[str]]], ids: set[str]) -> dict:
+    n = len(cases)
+    covered = right = uncovered = abstained = wrong = named = 0
+    sugg_shown = sugg_ok = 0
+    misses = []
+    for c, (matches, suggestions) in zip(cases, results):
+        good = {c["label"], *c.get("also", [])} - {"none"}
+        first = matches[0] if matches else None
+        is_cov = c["label"] in ids
+        covered += is_cov
+        if first is not None and first in good:
+            named += 1
+            right += is_cov
+        elif first is not None:
+            wrong += 1
+            misses.append((c["id"], c["label"], first, "wrong"))
+        elif is_cov:
+            misses.append((c["id"], c["label"], None, "missed"))
+        if not is_cov:
+            uncovered += 1
+            abstained += first is None
+        if first is None and suggestions:
+            sugg_shown += 1
+            sugg_ok += suggestions[0] in good
+    return {"cases": n, "covered": covered, "right_on_covered": right, "uncovered": uncovered,
+            "abstained_on_uncovered": abstained, "wrong_claims": wrong, "named_right": named,
+            "suggestions_shown": sugg_shown, "suggestions_right": sugg_ok, "misses": misses}
 
-    def ok(c, ids, k):
-        good = {c["label"], *c.get("also", [])}
-        return bool(good & set(ids[:k]))
 
-    top1 = sum(ok(c, r, 1) for c, r in labelled)
-    top3 = sum(ok(c, r, 3) for c, r in labelled)
-    none_ok = sum(not r for c, r in nones)
-    out = {"top1": top1 / max(len(labelled), 1), "top3": top3 / max(len(labelled), 1),
-           "none": none_ok / max(len(nones), 1), "n": len(labelled), "n_none": len(nones)}
-    print(f"{name:10} top-1 {out['top1']:6.1%} ({top1}/{len(labelled)})   "
-          f"top-3 {out['top3']:6.1%} ({top3}/{len(labelled)})   "
-          f"none {out['none']:6.1%} ({none_ok}/{len(nones)})")
+def pct(a: int, b: int) -> str:
+    return f"{a / b:6.1%}" if b else "   n/a"
+
+
+def report(name: str, s: dict, verbose: bool) -> None:
+    print(f"{name}: {s['cases']} cases")
+    print(f"  covered                {s['covered']:4}   right on covered {pct(s['right_on_covered'], s['covered'])}"
+          f" ({s['right_on_covered']}/{s['covered']})")
+    print(f"  uncovered              {s['uncovered']:4}   abstained        "
+          f"{pct(s['abstained_on_uncovered'], s['uncovered'])} ({s['abstained_on_uncovered']}/{s['uncovered']})")
+    print(f"  wrong claims           {s['wrong_claims']:4}   of all cases     {pct(s['wrong_claims'], s['cases'])}")
+    print(f"  named right            {s['named_right']:4}   of all cases     {pct(s['named_right'], s['cases'])}")
+    print(f"  suggestions shown      {s['suggestions_shown']:4}   precision        "
+          f"{pct(s['suggestions_right'], s['suggestions_shown'])}")
     if verbose:
-        for c, r in results:
-            if (c["label"] == "none" and r) or (c["label"] != "none" and not ok(c, r, 1)):
-                print(f"    miss {c['id']}: want {c['label']}, got {r[:3] or 'nothing'}")
-    return out
+        for cid, label, got, kind in s["misses"]:
+            print(f"    {kind:6} {cid}: want {label}, got {got or 'nothing'}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cases")
+    ap.add_argument("cases", nargs="+")
     ap.add_argument("--kb-dir", action="append", default=[])
     ap.add_argument("--quiet", action="store_true", help="figures only, no list of misses")
+    ap.add_argument("--json", action="store_true", help="the figures as JSON")
+    ap.add_argument("--baseline", action="store_true", help="also score plain BM25 (slower)")
     args = ap.parse_args()
-    cases = yaml.safe_load(open(args.cases, encoding="utf-8")) or []
-    kb = load(args.kb_dir)
-    t0 = time.perf_counter()
-    ours = [(c, [m.id for m in lookup_text(c["text"], top=3, kb=kb).matches]) for c in cases]
-    t_ours = time.perf_counter() - t0
-    base = plain_bm25(kb)
-    t0 = time.perf_counter()
-    theirs = [(c, base(c["text"])) for c in cases]
-    t_base = time.perf_counter() - t0
-    print(f"{len(cases)} cases, {len(kb.entries)} entries")
-    score("kb", ours, not args.quiet)
-    score("plain BM25", theirs, False)
-    print(f"time: kb {t_ours * 1000 / max(len(cases), 1):.2f} ms/case, "
-          f"plain BM25 {t_base * 1000 / max(len(cases), 1):.2f} ms/case")
+    engine = Engine(args.kb_dir)
+    kb = engine.knowledge
+    ids = {e.id for e in kb.entries}
+    out = {}
+    for path in args.cases:
+        cases = yaml.safe_load(open(path, encoding="utf-8")) or []
+        t0 = time.perf_counter()
+        results = []
+        for c in cases:
+            r = engine.lookup(c["text"], top=3)
+            results.append(([m.id for m in r.matches], [m.id for m in r.suggestions]))
+        took = (time.perf_counter() - t0) * 1000 / max(len(cases), 1)
+        s = score_file(cases, results, ids)
+        s["ms_per_case"] = round(took, 2)
+        if args.baseline:
+            base = plain_bm25(kb)
+            s["bm25_named_right"] = sum(bool(set(base(c["text"])[:1]) & ({c["label"], *c.get("also", [])}))
+                                        for c in cases)
+        out[path] = s
+        if not args.json:
+            report(f"{path} ({len(kb.entries)} entries, {took:.2f} ms/case)", s, not args.quiet)
+            if args.baseline:
+                print(f"  plain BM25 named right {s['bm25_named_right']:4}   of all cases     "
+                      f"{pct(s['bm25_named_right'], s['cases'])}")
+    if args.json:
+        json.dump(out, sys.stdout, indent=2)
+        print()
     return 0
 
 
