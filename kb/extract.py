@@ -33,6 +33,8 @@ MAX_LINE = 64 << 10  # a longer "line" is cut into pieces of this size
 KEEP_LINE = 4096  # characters of a candidate line kept for matching and display
 KEEP_HEAD = 400  # first candidate lines kept: the root error is usually early...
 KEEP_TAIL = 1600  # ...and the last lines hold the final exception
+KEEP_MIDDLE = 200  # error-looking lines between the two, the earliest first
+MAX_WINDOWS = 64  # per long line: windows around its first and last trigger words
 
 _ANSI_SRC = (r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
 # Prefixes stamped on lines by launchers, schedulers, CI systems and loggers. Applied repeatedly
@@ -125,11 +127,14 @@ def _looks_binary(first: bytes) -> bool:
 
 
 class _Window:
-    """The kept candidate lines: the first KEEP_HEAD distinct ones and the last KEEP_TAIL, with
-    repeats folded into a count on their first occurrence."""
+    """The kept candidate lines: the first KEEP_HEAD distinct ones, the last KEEP_TAIL, and in
+    between up to KEEP_MIDDLE that look like errors (the earliest), with repeats folded into a
+    count on their first occurrence. A root error followed by thousands of distinct lines is
+    kept in the middle; what is not kept is counted in `dropped`, never lost silently."""
 
     def __init__(self):
         self.head: list[Line] = []
+        self.middle: list[Line] = []
         self.tail: deque[Line] = deque(maxlen=KEEP_TAIL)
         self.seen: dict[str, Line] = {}
         self.dropped = 0
@@ -138,9 +143,13 @@ class _Window:
     def head_full(self) -> bool:
         return len(self.head) >= KEEP_HEAD
 
+    @property
+    def middle_full(self) -> bool:
+        return len(self.middle) >= KEEP_MIDDLE
+
     def add(self, number: int, raw: bytes, count: int = 1, after: bytes = b"") -> bool:
         """Keep a line; False when it was a repeat (or blank after cleaning)."""
-        text = clean_line(raw[:KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))[:KEEP_LINE]
+        text = _text(raw)
         if not text:
             return False
         prev = self.seen.get(text)
@@ -155,12 +164,36 @@ class _Window:
         else:
             if len(self.tail) == self.tail.maxlen:
                 old = self.tail[0]
-                if self.seen.get(old.text) is old:
-                    del self.seen[old.text]
-                self.dropped += 1
+                if not self.middle_full and _ERRORISH_TEXT.search(old.text):
+                    self.middle.append(old)  # still in `seen`: its repeats keep folding into it
+                else:
+                    if self.seen.get(old.text) is old:
+                        del self.seen[old.text]
+                    self.dropped += 1
             self.tail.append(ln)
         self.seen[text] = ln
         return True
+
+    def keep_middle(self, number: int, raw: bytes) -> bool:
+        text = _text(raw)
+        if not text or text in self.seen:
+            return bool(text)
+        ln = self.seen[text] = Line(number, text)
+        self.middle.append(ln)
+        return True
+
+    def lines(self) -> list[Line]:
+        return self.head + sorted(self.middle, key=lambda ln: ln.number) + list(self.tail)
+
+
+def _text(raw: bytes) -> str:
+    return clean_line(raw[:KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))[:KEEP_LINE]
+
+
+# What an error line looks like, for the lines between head and tail (bytes for the bulk scan of
+# skipped regions, text for lines leaving the tail).
+_ERRORISH = re.compile(rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)[:\] ]")
+_ERRORISH_TEXT = re.compile(_ERRORISH.pattern.decode())
 
 
 def _hyperscan_db():
@@ -231,6 +264,7 @@ def scan(chunks: Iterable[bytes]) -> Scan:
     line_no = 0  # newlines before the start of the current body
     total = 0
     carry = b""
+    skip = 0  # leading bytes of carry whose triggers were handled already (a giant line goes on)
     binary = None
     for chunk in chunks:
         total += len(chunk)
@@ -239,17 +273,47 @@ def scan(chunks: Iterable[bytes]) -> Scan:
         buf = carry + chunk if carry else chunk
         end = buf.rfind(b"\n") + 1
         if end == 0 and len(buf) > MAX_LINE:
-            end = len(buf)  # a giant line: process it in pieces rather than hold it whole
+            # A giant line: take the errors in what is here now, and carry the end on with enough
+            # context that a message across the cut is read whole next time.
+            cut = len(buf) - KEEP_LINE // 2
+            for a, b in _trigger_windows(buf, skip, cut):
+                win.add(line_no + 1, buf[a:b])
+            carry, skip = buf[cut - KEEP_LINE // 2:], KEEP_LINE // 2
+            continue
         body, carry = buf[:end], buf[end:]
         if body:
-            line_no = _scan_body(body, line_no, win)
+            line_no = _scan_body(body, line_no, win, skip)
+            skip = 0
     if carry:
-        _scan_body(carry + b"\n", line_no, win)
+        _scan_body(carry + b"\n", line_no, win, skip)
         line_no += 1
-    return Scan(win.head + list(win.tail), line_no, total, win.dropped, bool(binary))
+    return Scan(win.lines(), line_no, total, win.dropped, bool(binary))
 
 
-def _scan_body(body: bytes, line_no: int, win: _Window) -> int:
+def _trigger_windows(data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Windows of at most KEEP_LINE bytes around the trigger words found in data[lo:hi], each
+    kept within one progress-bar update (carriage returns) and merged where they overlap; the
+    first and last MAX_WINDOWS when there are more."""
+    half = KEEP_LINE // 2
+    out: list[tuple[int, int]] = []
+    for off in _trigger_offsets(data[lo:hi]):
+        off += lo
+        if out and off < out[-1][1]:
+            continue
+        a = max(data.rfind(b"\r", max(0, off - half), off) + 1, off - half, 0)
+        b = data.find(b"\r", off, off + half)
+        b = min(len(data), off + half) if b == -1 else b
+        if out and a <= out[-1][1]:
+            a = out[-1][0]
+            out.pop()
+            b = min(b, a + KEEP_LINE)
+        out.append((a, b))
+    if len(out) > 2 * MAX_WINDOWS:
+        out = out[:MAX_WINDOWS] + out[-MAX_WINDOWS:]
+    return out
+
+
+def _scan_body(body: bytes, line_no: int, win: _Window, skip: int = 0) -> int:
     """Keep the trigger-bearing lines of `body` (complete lines); returns the new line count."""
     cands = _candidate_lines(body, _trigger_offsets(body))
     # Lines that can still be kept: those filling the head, then, of the rest, only the last
@@ -269,30 +333,125 @@ def _scan_body(body: bytes, line_no: int, win: _Window) -> int:
             firsts[key] = [ls, le, 1]
         else:
             got[0], got[1], got[2] = ls, le, got[2] + 1  # keep the earliest occurrence
-    win.dropped += j - i
+    if j > i:
+        win.dropped += (j - i) - _keep_errorish(body, cands[i][0], cands[j - 1][1], line_no, win)
     chosen += sorted(tuple(v) for v in firsts.values())
     n = line_no
     prev = 0
     for ls, le, count in chosen:
         n += body.count(b"\n", prev, ls)
         prev = ls
-        seg = body[ls:le]
-        if len(seg) > MAX_LINE:
-            for k in range(0, len(seg), MAX_LINE):
-                piece = seg[k:k + MAX_LINE]
-                if _has_trigger_bytes(piece):
-                    win.add(n + 1, piece)
-        else:
-            after = b""
-            if b"of memory" in seg and b"total capacity" not in seg:
-                # A pasted OOM message is often wrapped: its figures are on the next lines.
-                end = le
-                for _ in range(4):
-                    nxt = body.find(b"\n", end + 1)
-                    end = nxt if nxt != -1 else len(body)
-                after = body[le + 1:end][:KEEP_LINE]
-            win.add(n + 1, seg, count, after)
+        _emit(body, ls, le, n + 1, count, win, skip if ls == 0 else 0)
     return n + body.count(b"\n", prev)
+
+
+def _keep_errorish(body: bytes, start: int, end: int, line_no: int, win: _Window) -> int:
+    """Keep the earliest error-looking lines of a region no window has room for; how many."""
+    kept = 0
+    last = -1
+    n, prev = line_no, 0
+    if win.middle_full:
+        return 0
+    for m in _ERRORISH.finditer(body, start, end):
+        ls = body.rfind(b"\n", 0, m.start()) + 1
+        if ls == last:
+            continue
+        last = ls
+        le = body.find(b"\n", m.end())
+        n += body.count(b"\n", prev, ls)
+        prev = ls
+        kept += win.keep_middle(n + 1, body[ls:le if le != -1 else len(body)])
+        if win.middle_full:
+            break
+    return kept
+
+
+def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, skip: int) -> None:
+    """One candidate line into the window: as it is, or read as a JSON record, cut into windows
+    when long, and joined with its continuation when a terminal hard-wrapped it."""
+    seg = body[ls:le]
+    stripped = seg.strip()
+    if stripped[:1] == b"{" and stripped[-1:] == b"}" and len(stripped) <= MAX_JSON:
+        texts = _json_texts(stripped)
+        if texts is not None:
+            for t in texts:
+                win.add(number, t.encode("utf-8", "surrogatepass"))
+            return
+    if len(seg) > KEEP_LINE or b"\r" in seg.rstrip(b"\r"):
+        for a, b in _trigger_windows(seg, skip, len(seg)):
+            win.add(number, seg[a:b])
+        return
+    after = b""
+    if b"of memory" in seg and b"total capacity" not in seg:
+        # A pasted OOM message is often wrapped: its figures are on the next lines.
+        end = le
+        for _ in range(4):
+            nxt = body.find(b"\n", end + 1)
+            end = nxt if nxt != -1 else len(body)
+        after = body[le + 1:end][:KEEP_LINE]
+    win.add(number, seg, count, after)
+    joined = _unwrapped(body, ls, le)
+    if joined:
+        win.add(number, joined)
+
+
+WRAP_WIDTHS = frozenset((80, 100, 120, 132, 140, 150, 160, 200, 240, 250, 256))
+WRAP_MIN = 60
+
+
+def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
+    """The line joined with the lines a fixed-width wrap cut it into, or None. A line is taken
+    as hard-wrapped when it is exactly as long as the line before it or a common terminal
+    width; its continuations are the following lines of the same length, then one shorter."""
+    seg = body[ls:le].rstrip(b"\r")
+    width = len(seg)
+    if width < WRAP_MIN:
+        return None
+    prev_start = body.rfind(b"\n", 0, max(ls - 1, 0)) + 1 if ls else -1
+    same_as_prev = ls > 0 and len(body[prev_start:ls - 1].rstrip(b"\r")) == width
+    if width not in WRAP_WIDTHS and not same_as_prev:
+        return None
+    parts = [seg]
+    pos = le
+    for _ in range(8):
+        if pos >= len(body):
+            break
+        nxt_end = body.find(b"\n", pos + 1)
+        nxt_end = len(body) if nxt_end == -1 else nxt_end
+        nxt = body[pos + 1:nxt_end].rstrip(b"\r")
+        if not nxt.strip() or len(nxt) > width:
+            break
+        parts.append(nxt)
+        pos = nxt_end
+        if len(nxt) < width:
+            break
+    return b"".join(parts) if len(parts) > 1 else None
+
+
+MAX_JSON = 8 << 20
+
+
+def _json_texts(raw: bytes) -> list[str] | None:
+    """The text lines inside a structured (JSON) log record: every string value, split into lines,
+    so a traceback in a "message" or "exc_info" field is read like a plain one. None when the
+    line is not JSON."""
+    import json
+
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    out: list[str] = []
+    stack = [obj]
+    while stack and len(out) < 2000:
+        o = stack.pop()
+        if isinstance(o, str):
+            out.extend(ln for ln in o.splitlines() if ln.strip())
+        elif isinstance(o, dict):
+            stack.extend(reversed(list(o.values())))
+        elif isinstance(o, list):
+            stack.extend(reversed(o))
+    return [t for t in out if has_trigger(t)]
 
 
 def scan_text(text: str | bytes) -> Scan:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .model import Entry, Signature
-from .regex_literal import key_words
+from .regex_literal import key_words, leading_literal
 
 _WORD = re.compile(r"\w+")
 LOCAL_REGEX_TIMEOUT = 0.05  # seconds per line for a pattern from a user's folder
@@ -71,15 +71,15 @@ class SignatureIndex:
             (self.by_word_ci if s.ignore_case else self.by_word).setdefault(key, []).append((e, s))
             if not s.ignore_case and len(s.literal) >= CASELESS_MIN_LITERAL:
                 self.caseless.setdefault(key.lower(), []).append((e, s))
-        # Cut-off lines: every CUT_MIN-character window of a long literal, lowercased, -> the
-        # signatures whose literal holds it and where it ends.
-        self.cuts: dict[str, list[tuple[Entry, Signature, int]]] = {}
+        # Cut-off lines: every CUT_MIN-character window of a signature's leading literal (the
+        # head of the message), lowercased, -> the signatures and where the window ends.
+        self.cuts: dict[str, list[tuple[Entry, Signature, str]]] = {}
         for e, s in pairs:
-            lit = s.literal.lower()
+            lit = leading_literal(s.pattern)
             if len(lit) < CUT_MIN + 8:
                 continue
             for end in range(CUT_MIN, len(lit)):  # a window ending before the literal does
-                self.cuts.setdefault(lit[end - CUT_MIN:end], []).append((e, s, end))
+                self.cuts.setdefault(lit[end - CUT_MIN:end], []).append((e, s, lit[:end]))
         self._compiled: dict[tuple[str, bool, bool], Any] = {}
         self.warnings: list[str] = []
         self._timed_out: set[tuple[str, str]] = set()
@@ -162,8 +162,7 @@ class SignatureIndex:
         tail = low.rstrip()
         seen_cut: set[tuple[str, str]] = set()
         whole: bool | None = None
-        for e, s, end in self.cuts.get(tail[-CUT_MIN:], ()):
-            head = s.literal.lower()[:end]
+        for e, s, head in self.cuts.get(tail[-CUT_MIN:], ()):
             # What was kept must say more than a generic "CUDA error: " or "RuntimeError: " head.
             # What was kept must say more than a generic head ("RuntimeError: CUDA error: ").
             if (e.id, s.id) in seen_cut or len(_GENERIC_HEAD.sub("", head)) < CUT_MIN \

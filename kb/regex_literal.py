@@ -50,6 +50,24 @@ def required_literal(pattern: str, ignore_case: bool = False) -> str:
     return best
 
 
+def leading_literal(pattern: str) -> str:
+    """The literal characters the pattern starts with, lowercased ('' when it starts with a
+    class, a group of alternatives or a repeat). A message cut off inside this head is still
+    recognisable; one cut inside a later literal ("' is not defined") is not."""
+    try:
+        parsed = sre_parse.parse(pattern, re.IGNORECASE)
+    except re.error:
+        return ""
+    tokens: list = []
+    _flatten(parsed, tokens)
+    head = []
+    for t in tokens:
+        if t is _BREAK:
+            break
+        head.append(t)
+    return "".join(head).lower()
+
+
 def key_words(literal: str) -> list[str]:
     """Words of the literal that are whole words in any line holding it: not cut at either end
     of the literal (a literal 'rror: an' holds the word 'an' but only part of 'Error')."""
