@@ -211,26 +211,35 @@ def _rank(hits: list[Hit], order: dict[tuple[str, str], int]) -> list[Match]:
     by_entry: dict[str, list[Hit]] = {}
     for h in hits:
         by_entry.setdefault(h.entry.id, []).append(h)
-    strong = [hs for hs in by_entry.values() if max(h.signature.weight for h in hs) >= 1.0]
-    root_line = min((hs[0].line_number for hs in strong), default=None)
+    strong = [hs for hs in by_entry.values() if max(map(_weight, hs)) >= 1.0]
+    root_line = min((next(h.line_number for h in hs if _weight(h) >= 1.0) for hs in strong), default=None)
     out = []
     for hs in by_entry.values():
-        weight = max(h.signature.weight for h in hs)
-        best_literal = max(len(h.signature.literal) for h in hs if h.signature.weight == weight)
+        weight = max(map(_weight, hs))
+        top = [h for h in hs if _weight(h) == weight]
+        best_literal = max(len(h.signature.literal) for h in top)
         lines = len({h.line_number for h in hs})
         score = 10.0 * weight + 0.3 * min(lines, 5) + min(best_literal, 80) / 100.0
-        if root_line is not None and weight >= 1.0 and hs[0].line_number == root_line:
-            score += ROOT_BONUS
+        if any(not h.signature.id.startswith("cuda-code") for h in top):
+            score += 0.5  # an entry's own wording says more than the bare CUDA code it shares
         # The evidence shown: the earliest line of the strongest wording that fired.
-        shown = next(h for h in hs if h.signature.weight == weight)
-        exact = [h for h in hs if not h.partial]
-        conf = "high" if weight >= 1.0 and shown in exact else "medium"
+        shown = top[0]
+        if root_line is not None and weight >= 1.0 and shown.line_number == root_line:
+            score += ROOT_BONUS
+        conf = "high" if weight >= 1.0 else "medium"
         source = "code" if shown.signature.id.startswith("cuda-code") else "signature"
         out.append(Match(entry=shown.entry, score=score, confidence=conf, source=source,
                          signature=shown.signature.id, line=shown.line, line_number=shown.line_number,
                          captures=dict(shown.captures),
                          hits=tuple(HitRef(h.signature.id, h.line_number, h.line) for h in hs)))
     return out
+
+
+PARTIAL = 0.75  # a cut-off or retyped line: an answer, but below any whole wording
+
+
+def _weight(h: Hit) -> float:
+    return h.signature.weight * (PARTIAL if h.partial else 1.0)
 
 
 def _code_hits(kb: KnowledgeBase, facts: Facts, owners: dict[tuple[str, int], str]) -> list[Hit]:
@@ -249,9 +258,7 @@ def _code_hits(kb: KnowledgeBase, facts: Facts, owners: dict[tuple[str, int], st
             caps["name"] = code.name
         if code.wrapper:
             caps["wrapper"] = code.wrapper
-        weight = 0.95 if code.partial else 1.0
-        sig = Signature(id=f"cuda-code-{code.wrapper or 'name'}", pattern="", weight=weight,
-                        literal=code.text)
+        sig = Signature(id=f"cuda-code-{code.wrapper or 'name'}", pattern="", literal=code.text)
         out.append(Hit(entry, sig, code.line_number, code.line, caps, partial=code.partial))
     return out
 

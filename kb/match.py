@@ -165,7 +165,8 @@ class SignatureIndex:
         for e, s, head in self.cuts.get(tail[-CUT_MIN:], ()):
             # What was kept must say more than a generic "CUDA error: " or "RuntimeError: " head.
             # What was kept must say more than a generic head ("RuntimeError: CUDA error: ").
-            if (e.id, s.id) in seen_cut or len(_GENERIC_HEAD.sub("", head)) < CUT_MIN \
+            kept = _GENERIC_HEAD.sub("", head)
+            if (e.id, s.id) in seen_cut or len(kept) < CUT_MIN or len(kept.split()) < 3 \
                     or not tail.endswith(head):
                 continue
             if whole is None:

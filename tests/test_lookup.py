@@ -131,9 +131,9 @@ def test_unknown_message_is_no_match_with_suggestions_only():
 
 
 def test_known_code_without_entry_is_explained_not_guessed():
-    r = lookup_text("RuntimeError: CUDA error: operation not permitted", kb=KB)
+    r = lookup_text("RuntimeError: CUDA error: peer access is not supported between these two devices", kb=KB)
     assert r.matches == [] and r.suggestions == []
-    assert "cudaErrorNotPermitted" in r.diagnosis[0].verdict
+    assert "cudaErrorPeerAccessUnsupported" in r.diagnosis[0].verdict
 
 
 # ------------------------------------------------------------------ bad input, property-based
