@@ -230,9 +230,19 @@ def _rank(hits: list[Hit], order: dict[tuple[str, str], int]) -> list[Match]:
         source = "code" if shown.signature.id.startswith("cuda-code") else "signature"
         out.append(Match(entry=shown.entry, score=score, confidence=conf, source=source,
                          signature=shown.signature.id, line=shown.line, line_number=shown.line_number,
-                         captures=dict(shown.captures),
+                         captures=_captures(shown, hs),
                          hits=tuple(HitRef(h.signature.id, h.line_number, h.line) for h in hs)))
     return out
+
+
+def _captures(shown: Hit, hs: list[Hit]) -> dict[str, str]:
+    """The shown line's captures, then what the entry's other lines add (the reasons SDPA or
+    xformers print on warning lines above the error, a rank, a return code)."""
+    caps = dict(shown.captures)
+    for h in hs:
+        for k, v in h.captures.items():
+            caps.setdefault(k, v)
+    return caps
 
 
 PARTIAL = 0.75  # a cut-off or retyped line: an answer, but below any whole wording

@@ -25,7 +25,8 @@ TRIGGERS = (b"error", b"assert", b"fail", b"nccl", b"out of memory", b"exception
             b"core dumped", b"floating point", b"killed", b"signal", b"terminate",
             b"undefined symbol", b"no module named", b"shared object", b"not implemented",
             b"unsupported", b"not supported", b"no attribute", b"cannot", b"can't", b"could not",
-            b"unable", b"invalid", b"warning", b"not compiled", b"corrupt", b"double free")
+            b"unable", b"invalid", b"warning", b"not compiled", b"corrupt", b"double free",
+            b"(supported:", b"wasn't built", b"only supports", b"no devices were found")
 EXACT_TRIGGERS = (b"CUDA",)
 
 CHUNK = 8 << 20
