@@ -17,7 +17,7 @@ import yaml
 
 from .model import Code, Entry, NearMiss, Problem, Program, Repro, Requirements, Signature
 from .paths import entry_files
-from .regex_literal import required_literal
+from .regex_literal import leading_literal, required_literal
 
 try:
     _Loader = yaml.CSafeLoader  # about 8x faster than the pure-Python loader
@@ -178,6 +178,7 @@ def load_file(path: Path, local: bool = False) -> tuple[Entry | None, list[Probl
             weight=float(s.get("weight", 1.0)), era=s.get("era", ""),
             versions=dict(s.get("versions", {})),
             literal=required_literal(s["pattern"], bool(s.get("ignore_case", False))),
+            head=leading_literal(s["pattern"]),
         ))
 
     repro = None

@@ -17,7 +17,7 @@ from . import __version__, paths
 from .model import Entry, Evidence, Problem
 from .paths import entry_files, evidence_files
 
-_CACHE_FORMAT = 3
+_CACHE_FORMAT = 4
 
 
 @dataclass

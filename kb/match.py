@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .model import Entry, Signature
-from .regex_literal import key_words, leading_literal
+from .regex_literal import key_words
 
 _WORD = re.compile(r"\w+")
 LOCAL_REGEX_TIMEOUT = 0.05  # seconds per line for a pattern from a user's folder
@@ -75,7 +75,7 @@ class SignatureIndex:
         # head of the message), lowercased, -> the signatures and where the window ends.
         self.cuts: dict[str, list[tuple[Entry, Signature, str]]] = {}
         for e, s in pairs:
-            lit = leading_literal(s.pattern)
+            lit = s.head
             if len(lit) < CUT_MIN + 8:
                 continue
             for end in range(CUT_MIN, len(lit)):  # a window ending before the literal does

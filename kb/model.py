@@ -24,6 +24,8 @@ class Signature:
     # The longest literal every match must contain (lowercased when ignore_case): lines without it
     # are never handed to the regex. Empty when the pattern has no such literal.
     literal: str = ""
+    # The literal the pattern starts with, lowercased: a line cut off inside it is a partial hit.
+    head: str = ""
 
 
 @dataclass(frozen=True)
