@@ -3,7 +3,7 @@
 argparse rather than a third-party CLI library: it is made for the job and costs ~5 ms to import,
 and `kb lookup` must start in a few tens of milliseconds.
 
-Exit codes, grep-like: 0 success / found, 1 problems / not found, 2 usage or unreadable input.
+Exit codes: kb/exit_codes.py, the one place they are defined.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 
 from . import __version__
-
-EXIT_OK, EXIT_NOTFOUND, EXIT_USAGE = 0, 1, 2
+from .exit_codes import INTERRUPTED as EXIT_INTERRUPTED
+from .exit_codes import NOT_FOUND as EXIT_NOTFOUND
+from .exit_codes import OK as EXIT_OK
+from .exit_codes import USAGE as EXIT_USAGE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -220,10 +222,16 @@ def _cmd_code(args) -> int:
 
 
 def _cmd_index(args) -> int:
+    from . import paths
     from .index import ensure_index
 
     kb = _load(args)
-    path, built = ensure_index(kb, force=args.rebuild)
+    try:
+        path, built = ensure_index(kb, force=args.rebuild)
+    except OSError as e:
+        print(f"kb: cannot write the full-text index in {paths.state_dir()}: {e.strerror or e} "
+              f"(set KB_HOME to a writable folder)", file=sys.stderr)
+        return EXIT_USAGE
     print(f"index {'built' if built else 'is fresh'}: {path} ({len(kb.entries)} entries)")
     return EXIT_OK
 
@@ -249,17 +257,25 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
+    missing = [d for d in getattr(args, "kb_dir", None) or [] if not Path(d).is_dir()]
+    if missing:
+        print(f"kb: --kb-dir {missing[0]}: no such folder", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        return args.func(args)
+        rc = args.func(args)
+        sys.stdout.flush()
+        return rc
     except KeyboardInterrupt:
         print("kb: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # `kb list | head`: the reader went away; not an error worth a traceback.
-        try:
-            sys.stdout = None  # type: ignore[assignment]
-        finally:
-            return EXIT_OK
+        # `kb show ID | head -1`: the reader went away, which is no error. Point stdout at
+        # /dev/null so the interpreter's final flush does not complain either.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,7 @@ import yaml
 
 from .model import Code, Entry, NearMiss, Problem, Program, Repro, Requirements, Signature
 from .paths import entry_files
-from .regex_literal import leading_literal, required_literal
+from .regex_literal import backtracking_risk, leading_literal, required_literal
 
 try:
     _Loader = yaml.CSafeLoader  # about 8x faster than the pure-Python loader
@@ -45,6 +45,7 @@ CHECKS = {
     "KB015": "not_reproducible names a signature id that does not exist",
     "KB016": "signature is not exercised by any match example",
     "KB017": "no_match example belongs to an entry that does not exist",
+    "KB018": "signature is prone to catastrophic backtracking",
 }
 
 _SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -54,6 +55,7 @@ _SCHEMA_PATH = Path(__file__).with_name("schema.json")
 class LoadResult:
     entries: list[Entry]
     problems: list[Problem]
+    unsettled: bool = False  # a broken file was modified just now: maybe still being written
 
 
 def _validator():
@@ -96,7 +98,7 @@ def _schema_message(err) -> str:
     return f"{where}: {msg}"
 
 
-def load_file(path: Path, local: bool = False) -> tuple[Entry | None, list[Problem]]:
+def load_file(path: Path, local: bool = False, raw: bytes | None = None) -> tuple[Entry | None, list[Problem]]:
     """Load one entry file. Returns (entry or None, problems)."""
     global _VALIDATOR
     p = str(path)
@@ -109,7 +111,8 @@ def load_file(path: Path, local: bool = False) -> tuple[Entry | None, list[Probl
         if size > MAX_ENTRY_BYTES:
             return None, [problem("KB012", f"{size} bytes; an entry is at most {MAX_ENTRY_BYTES}",
                                   hint="is this really an entry file? move it out of the entries folder")]
-        raw = path.read_bytes()
+        if raw is None:
+            raw = path.read_bytes()
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
@@ -173,6 +176,11 @@ def load_file(path: Path, local: bool = False) -> tuple[Entry | None, list[Probl
             problems.append(problem("KB008", f"signature '{s['id']}' matches the empty string", line, col,
                                     hint="it would match every line; make it require text"))
             continue
+        risk = backtracking_risk(s["pattern"])
+        if risk:
+            problems.append(problem("KB018", f"signature '{s['id']}': {risk}", line, col,
+                                    hint="make the inner part exact or the outer one bounded; "
+                                         "in a local entry it is stopped after a time limit"))
         sigs.append(Signature(
             id=s["id"], pattern=s["pattern"], ignore_case=bool(s.get("ignore_case", False)),
             weight=float(s.get("weight", 1.0)), era=s.get("era", ""),
@@ -222,13 +230,24 @@ def load_file(path: Path, local: bool = False) -> tuple[Entry | None, list[Probl
     return entry, problems
 
 
-def load_dirs(bundled: Iterable[Path], local: Iterable[Path] = ()) -> LoadResult:
+def load_dirs(bundled: Iterable[Path], local: Iterable[Path] = (),
+              data: dict[Path, bytes | None] | None = None) -> LoadResult:
+    """Load every entry file; `data` holds the bytes already read (knowledge.load hashes and
+    parses the same bytes)."""
+    import time
+
     entries: list[Entry] = []
     problems: list[Problem] = []
     seen: dict[str, str] = {}
+    unsettled = False
     for files, is_local in ((entry_files(bundled), False), (entry_files(local), True)):
         for f in files:
-            entry, probs = load_file(f, local=is_local)
+            entry, probs = load_file(f, local=is_local, raw=(data or {}).get(f))
+            if entry is None:
+                try:
+                    unsettled |= time.time() - f.stat().st_mtime < 2.0
+                except OSError:
+                    unsettled = True
             problems.extend(probs)
             if entry is None:
                 continue
@@ -239,4 +258,4 @@ def load_dirs(bundled: Iterable[Path], local: Iterable[Path] = ()) -> LoadResult
                 continue
             seen[entry.id] = str(f)
             entries.append(entry)
-    return LoadResult(entries, problems)
+    return LoadResult(entries, problems, unsettled)

@@ -44,18 +44,23 @@ class KnowledgeBase:
         return self.evidence.get(entry_id, [])
 
 
-def _hash_files(groups: list[tuple[str, list[Path]]]) -> str:
+def _snapshot(groups: list[tuple[str, list[Path]]]) -> tuple[str, dict[Path, bytes | None]]:
+    """(content hash, the bytes hashed). The entries are then parsed from these same bytes, so a
+    file edited while kb reads it can never leave a cache whose name promises other content."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{__version__}/{_CACHE_FORMAT}".encode())
     h.update(Path(__file__).with_name("schema.json").read_bytes())
+    data: dict[Path, bytes | None] = {}
     for tag, files in groups:
         for f in files:
             h.update(f"\0{tag}\0{f}\0".encode())
             try:
-                h.update(f.read_bytes())
+                raw: bytes | None = f.read_bytes() if f.stat().st_size <= (1 << 20) else None
             except OSError:
-                h.update(b"<unreadable>")
-    return h.hexdigest()
+                raw = None
+            data[f] = raw
+            h.update(raw if raw is not None else b"<unreadable or too large>")
+    return h.hexdigest(), data
 
 
 def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
@@ -64,25 +69,36 @@ def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
     bundled = bundled if bundled is not None else [paths.bundled_entries_dir()]
     local = paths.user_entry_dirs(kb_dirs)
     ev_dir = paths.evidence_dir()
-    groups = [("b", entry_files(bundled)), ("l", entry_files(local)), ("e", evidence_files(ev_dir))]
-    digest = _hash_files(groups)
-    cache = paths.state_dir() / f"entries-{digest}.pickle"
-    if use_cache:
-        try:
-            with open(cache, "rb") as fh:
-                kb = pickle.load(fh)
-            if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
-                kb.warnings = []
-                return kb
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError,
-                ValueError):
-            pass
-    # Only on a cache miss: YAML parsing and schema validation cost more than everything else.
-    from .entries import load_dirs
-    from .evidence import load_evidence
+    for attempt in range(10):
+        groups = [("b", entry_files(bundled)), ("l", entry_files(local)), ("e", evidence_files(ev_dir))]
+        digest, data = _snapshot(groups)
+        cache = paths.state_dir() / f"entries-{digest}.pickle"
+        if use_cache:
+            try:
+                with open(cache, "rb") as fh:
+                    kb = pickle.load(fh)
+                if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
+                    kb.warnings = []
+                    return kb
+            except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError,
+                    ValueError):
+                pass
+        # Only on a cache miss: YAML parsing and schema validation cost more than everything else.
+        from .entries import load_dirs
+        from .evidence import load_evidence
 
-    result = load_dirs(bundled, local)
-    kb = KnowledgeBase(result.entries, result.problems, load_evidence(ev_dir), digest)
+        result = load_dirs(bundled, local, data)
+        kb = KnowledgeBase(result.entries, result.problems, load_evidence(ev_dir), digest)
+        if not result.unsettled:
+            break
+        # A broken file that was modified just now is probably being written (an editor or a
+        # script saving in place): read it again in a moment; never cache what we got.
+        if attempt < 9:
+            import time
+
+            time.sleep(0.02)
+    else:
+        return kb
     if use_cache:
         problem = _write_cache(cache, kb)
         if problem:

@@ -26,7 +26,7 @@ from .model import Entry, Signature
 from .regex_literal import key_words
 
 _WORD = re.compile(r"\w+")
-LOCAL_REGEX_TIMEOUT = 0.05  # seconds per line for a pattern from a user's folder
+LOCAL_REGEX_TIMEOUT = 0.5  # seconds per line for a pattern from a user's folder (wall clock: generous under load); one overrun and that pattern is skipped
 CASELESS_MIN_LITERAL = 20  # a wording this long is unambiguous in any case
 CUT_MIN = 10  # a line ending in this many characters of a literal was cut inside it
 # Exception classes and "CUDA error:" heads say nothing about which error it is.

@@ -79,3 +79,63 @@ def key_words(literal: str) -> list[str]:
             continue
         words.append(m.group())
     return words
+
+
+def backtracking_risk(pattern: str) -> str:
+    """Why a pattern can take exponential time, or '' when it cannot in the way checked here: a
+    repeat whose body is nothing but repeats and optional parts ((a+)+, (\\s*\\w+)*): the
+    engine can split the same text between them in exponentially many ways before failing."""
+    try:
+        parsed = sre_parse.parse(pattern)
+    except re.error:
+        return ""
+    return _risky(parsed)
+
+
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+
+
+def _risky(seq) -> str:
+    for op, arg in seq:
+        name = str(op)
+        if name in _REPEATS:
+            lo, hi, body = arg
+            if hi is sre_parse.MAXREPEAT or hi > 1:
+                if name != "POSSESSIVE_REPEAT" and _only_repeats(body):
+                    return "a repeated group whose body is itself only repeats (like (a+)+)"
+            inner = _risky(body)
+            if inner:
+                return inner
+        elif name == "SUBPATTERN":
+            inner = _risky(arg[-1])
+            if inner:
+                return inner
+        elif name == "BRANCH":
+            for alt in arg[1]:
+                inner = _risky(alt)
+                if inner:
+                    return inner
+    return ""
+
+
+def _only_repeats(seq) -> bool:
+    """Every element of seq is a repeat that can take more than one character, or optional."""
+    has_repeat = False
+    for op, arg in seq:
+        name = str(op)
+        if name in ("AT",):
+            continue
+        if name == "SUBPATTERN":
+            if not _only_repeats(arg[-1]):
+                return False
+            has_repeat = True
+            continue
+        if name in _REPEATS:
+            lo, hi, _body = arg
+            if hi is sre_parse.MAXREPEAT or hi > 1:
+                has_repeat = True
+                continue
+            if lo == 0:
+                continue
+        return False
+    return has_repeat

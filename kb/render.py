@@ -128,8 +128,14 @@ def entry_markdown(entry: Entry, evs: list[Evidence] | None = None) -> str:
 def console(stream=sys.stdout):
     from rich.console import Console
 
-    return Console(file=stream, highlight=False, soft_wrap=False,
-                   force_terminal=True if os.environ.get("FORCE_COLOR") else None)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich exits 1 here; a reader that stopped early (`kb list | head`) is no error:
+            # the CLI turns this into exit 0.
+            raise BrokenPipeError
+
+    return _Console(file=stream, highlight=False, soft_wrap=False,
+                    force_terminal=True if os.environ.get("FORCE_COLOR") else None)
 
 
 def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:

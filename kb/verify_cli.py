@@ -21,7 +21,11 @@ from .verify import (CANCELLED, ERROR, FIX_FAILED, FIX_VERIFIED, NOT_REPRODUCED,
                      REPRODUCED, SKIPPED, TIMEOUT, Environment, Outcome, evidence_for,
                      probe_environment, verify_many)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+from .exit_codes import INTERRUPTED as EXIT_INTERRUPTED
+from .exit_codes import NOT_FOUND as EXIT_FAILED
+from .exit_codes import NOTHING_VERIFIED as EXIT_NOTHING
+from .exit_codes import OK as EXIT_OK
+from .exit_codes import USAGE as EXIT_USAGE
 
 _COLORS = {REPRODUCED: "green", FIX_VERIFIED: "green", SKIPPED: "dim", CANCELLED: "yellow",
            NOT_REPRODUCED: "red", FIX_FAILED: "red", TIMEOUT: "red", ERROR: "red"}
@@ -172,7 +176,8 @@ def run_verify(args) -> int:
     entries, problem = select_entries(kb, args.ids, args.area, args.tag)
     if problem:
         _err(problem)
-        return EXIT_USAGE
+        # An unknown id is "not found", as in `kb show`; a filter that selects nothing is usage.
+        return EXIT_FAILED if problem.startswith("no entry ") else EXIT_USAGE
 
     env = probe_environment(python)
     print(f"kb verify: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} on "
@@ -242,4 +247,9 @@ def run_verify(args) -> int:
         print(f"kb: recorded {len(recorded)} evidence file(s) under {record_root}", file=sys.stderr)
     if cancel.is_set():
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if any(o.failed for o in outcomes) else EXIT_OK
+    if any(o.failed for o in outcomes):
+        return EXIT_FAILED
+    if not any(o.started for o in outcomes):
+        _err("nothing could be verified here (every repro was skipped)")
+        return EXIT_NOTHING
+    return EXIT_OK

@@ -12,6 +12,14 @@ os.environ["NO_COLOR"] = "1"
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_kb_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own state folder: none can touch a user's cache or see another
+    test's index."""
+    monkeypatch.setenv("KB_HOME", str(tmp_path_factory.mktemp("kb-home")))
+    monkeypatch.delenv("KB_PATH", raising=False)
+
+
 @pytest.fixture(scope="session")
 def kb_bundled():
     from kb.knowledge import load
