@@ -59,6 +59,7 @@ _PREFIX_SRC = (
     )"""
 )
 _BOX_TAIL_SRC = r"\s*[│┃║]\s*$"
+_BOLD_SRC = r"(?<!\*)\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?!\*)"  # **text**, not *** banners ***
 # A line can only carry a prefix if it starts with one of these; most error lines start with a
 # letter of an exception name and skip the (lazily compiled) prefix regex entirely.
 _PREFIX_START = frozenset(" \t0123456789[#rEIWDCF│┃║|>-*")
@@ -68,7 +69,8 @@ _RX: dict[str, re.Pattern] = {}
 def _rx(name: str) -> re.Pattern:
     rx = _RX.get(name)
     if rx is None:
-        src = {"ansi": (_ANSI_SRC, 0), "prefix": (_PREFIX_SRC, re.VERBOSE), "box": (_BOX_TAIL_SRC, 0)}[name]
+        src = {"ansi": (_ANSI_SRC, 0), "prefix": (_PREFIX_SRC, re.VERBOSE), "box": (_BOX_TAIL_SRC, 0),
+               "bold": (_BOLD_SRC, 0)}[name]
         rx = _RX[name] = re.compile(*src)
     return rx
 
@@ -88,7 +90,7 @@ def clean_line(line: str) -> str:
     if line.endswith(("│", "┃", "║")):
         line = _rx("box").sub("", line)
     if "**" in line:  # Markdown emphasis in pasted reports: "**RuntimeError: CUDA out of memory.**"
-        line = line.replace("**", "")
+        line = _rx("bold").sub(r"\1", line)
     return line.strip()
 
 

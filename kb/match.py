@@ -166,8 +166,10 @@ class SignatureIndex:
             # What was kept must say more than a generic "CUDA error: " or "RuntimeError: " head.
             # What was kept must say more than a generic head ("RuntimeError: CUDA error: ").
             kept = _GENERIC_HEAD.sub("", head)
+            # Cut mid-word: a line that ends on a word boundary may be a whole, shorter message
+            # ("IndexError: list index out of range" is not "... out of range in self").
             if (e.id, s.id) in seen_cut or len(kept) < CUT_MIN or len(kept.split()) < 3 \
-                    or not tail.endswith(head):
+                    or not tail.endswith(head) or not (head[-1].isalnum() and s.head[len(head):][:1].isalnum()):
                 continue
             if whole is None:
                 whole = _whole_cuda_message(tail)
