@@ -1,0 +1,141 @@
+"""The job view for people (text, led by the root rank), machines (JSON, JSON Lines) and CI
+(GitHub Actions annotations). Single-process output is kb.report's; this adds the job on top."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .job import JobView, RankVerdict
+from .job_lookup import JobLookup, display_path
+from .knowledge import KnowledgeBase
+from .render import Style
+from .report import match_dict, result_dict, result_text
+
+
+def lookup_dict(jl: JobLookup) -> dict[str, Any]:
+    """result_dict, plus the job view and where each match's line came from."""
+    d = result_dict(jl.result)
+    if len(jl.paths) > 1:
+        for md in d["matches"]:
+            md["path"] = display_path(jl.path_for(md["line_number"], md["line"]))
+    if jl.job is not None:
+        job = jl.job.to_dict()
+        for r in job["ranks"]:
+            r["path"] = display_path(r["path"])
+        if job["root"]:
+            job["root"]["path"] = display_path(job["root"]["path"])
+        d["job"] = job
+        d["input"]["files"] = [display_path(p) for p in jl.paths]
+    return d
+
+
+def job_lines(job: JobView, st: Style) -> list[str]:
+    """The job's verdict in a few lines: the root first, then every rank's part in it."""
+    out = []
+    root = job.root
+    if root is not None:
+        head = f"root cause: {_who(root)}"
+        if root.id:
+            head += f"  {st.bold(root.id)}"
+        out.append(st.bold("job") + f"  {head}")
+        out.append("  " + _wrap_plain(job.summary))
+    else:
+        out.append(st.bold("job") + f"  {job.kind}: {job.summary}")
+    width = max([len(_who(v)) for v in job.ranks] + [6])
+    for v in job.ranks:
+        role = {"root": st.red, "consequence": st.dim}.get(v.role, st.yellow)(f"{v.role:11}")
+        what = v.id or v.cause
+        line = f"  {_who(v):{width}}  {role} {what:30} {v.reason}"
+        out.append(line.rstrip())
+        ev = job.evidence if (v is job.root and job.evidence is not None) else v
+        if ev.line and v.role == "root":
+            where = display_path(ev.path) or ""
+            loc = f"{where}:{ev.line_number}" if where and ev.line_number else where
+            if ev is not v:
+                loc = f"{_who(ev)}, {loc}"
+            out.append(f"  {'':{width}}  {'':11} " + st.dim(f"{loc}  " if loc else "") + ev.line[:240])
+    if job.desync and job.desync.detail:
+        out.append("  " + job.desync.detail)
+    if job.torchrun and job.torchrun.root is not None:
+        out.append(st.dim(f"  torchrun: first observed failure rank {job.torchrun.root.rank}, exit code "
+                          f"{job.torchrun.root.exitcode}" + (f" ({job.torchrun.root.signal})" if job.torchrun.root.signal else "")))
+    for n in job.notes:
+        out.append(st.dim("  " + _wrap_plain(n)))
+    return out
+
+
+def _wrap_plain(s: str) -> str:
+    return " ".join(s.split())
+
+
+def _who(v: RankVerdict) -> str:
+    if v.rank is not None:
+        return f"rank {v.rank}"
+    return f"host {v.host}" if v.host else "launcher"
+
+
+def lookup_text(jl: JobLookup, kb: KnowledgeBase, st: Style) -> str:
+    body = result_text(jl.result, kb, st)
+    if jl.job is None:
+        return body
+    return "\n".join(job_lines(jl.job, st)) + "\n\n" + body
+
+
+def lookup_jsonl(jl: JobLookup, name: str | None = None) -> str:
+    d = lookup_dict(jl)
+    if name is not None:
+        d = {"input": name, **d}
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+# ---------------------------------------------------------------- GitHub Actions
+def _esc_data(s: str) -> str:
+    # https://github.com/actions/toolkit/blob/main/packages/core/src/command.ts (escapeData)
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _esc_prop(s: str) -> str:
+    # ... and escapeProperty: also ':' and ','
+    return _esc_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def lookup_github(jl: JobLookup) -> str:
+    """One ::error annotation for the root cause (::warning when kb knows no entry for it)."""
+    r = jl.result
+    job = jl.job
+    root = job.root if job else None
+    best = r.matches[0] if r.matches else None
+    if best is None and root is None:
+        return "::warning title=kb: no known entry::kb found no known error in this log\n"
+    entry_id = (root.id if root else None) or (best.id if best else None)
+    who = ""
+    if root is not None and root.rank is not None:
+        who = f" (rank {root.rank})"
+    elif root is not None and root.host:
+        who = f" (host {root.host})"
+    title = f"kb: {entry_id or 'unknown error'}{who}"
+    ev = job.root_evidence() if job else None
+    line = (ev.line if ev and ev.line else (best.line if best else "")) or (job.summary if job else "")
+    msg = line
+    if best is not None:
+        msg += f"\n{best.entry.title}\nkb show {best.id}"
+    if job is not None:
+        msg += f"\n{job.summary}"
+    props = [f"title={_esc_prop(title)}"]
+    path = None
+    number = 0
+    if ev is not None and ev.path:
+        path, number = ev.path, ev.line_number
+    elif best is not None and len(jl.paths) == 1:
+        path, number = jl.paths[0], best.line_number
+    shown = display_path(path)
+    if shown and not shown.startswith(("<", "/")):
+        props.insert(0, f"file={_esc_prop(shown)}")
+        if number:
+            props.insert(1, f"line={number}")
+    level = "error" if entry_id else "warning"
+    return f"::{level} {','.join(props)}::{_esc_data(msg)}\n"
+
+
+__all__ = ["lookup_dict", "lookup_text", "lookup_jsonl", "lookup_github", "job_lines", "match_dict"]
