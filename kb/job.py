@@ -338,6 +338,11 @@ def _decide(verdicts: list[RankVerdict], ranks, summary, dumps: list[Dump]) -> J
     if found is not None and found.missing:
         victim = next((v for v in verdicts if v.rank in found.waiting and v.id), None) or \
             next((v for v in verdicts if v.rank in found.waiting), None)
+        known = {v.rank for v in verdicts}
+        for r in found.missing:
+            if r not in known:  # named by the others only: it printed nothing we were given
+                verdicts.append(RankVerdict(r, reason="no output of its own in these logs"))
+        verdicts.sort(key=_rank_key)
         roots = [v for v in verdicts if v.rank in found.missing]
         for v in roots:
             v.role = "root"

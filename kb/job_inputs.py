@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import error_file, flight_recorder
+from .job_lookup import Source
 
 MAX_FILES = 4096  # per folder argument; a job's log folder, not a file system
 MAX_DEPTH = 8  # torchrun's layout is 4 deep under --log-dir
@@ -30,13 +31,6 @@ _SLURM_TASK = re.compile(r"[_.-](\d{1,5})\.(?:out|err|log|txt)(?:\.gz)?$")
 _DUMP_NAME = re.compile(r"trace.*?(\d+)$|_rank_?(\d+)$", re.I)
 # kb's own files in a `kb run` folder: read by nobody but people.
 _OWN = re.compile(r"^kb-")
-
-
-@dataclass
-class Source:
-    path: str  # a file, or "<stdin>"
-    rank: int | None = None  # the rank its path names
-    local: bool = False  # the rank is torchrun's local rank (a folder per local rank)
 
 
 @dataclass

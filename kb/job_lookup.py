@@ -6,32 +6,54 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import BinaryIO
 
-from . import error_file, flight_recorder
 from .engine import Engine, LookupResult, open_log
 from .extract import Line, Scan, iter_chunks, scan, scan_text
-from .job import JobView, analyze
-from .job_inputs import JobInputs, Source, collect
+from .rank_prefix import host_of, rank_in_text
+
+# The job modules (kb.job and what it reads with) are imported only for input that is a job:
+# a one-line `kb lookup "..."` must not pay for them (tests/test_import_contract.py).
 
 
 class InputError(Exception):
     """An input that cannot be read: a usage error (exit 2), said in one line."""
 
 
-@dataclass
+class Source:
+    """One input: a file (or "<stdin>", "<text>") and the rank its path names, if any."""
+
+    __slots__ = ("path", "rank", "local")
+
+    def __init__(self, path: str, rank: int | None = None, local: bool = False):
+        self.path = path
+        self.rank = rank
+        self.local = local  # the rank is torchrun's local rank (a folder per local rank)
+
+
 class JobLookup:
-    result: LookupResult
-    job: JobView | None
-    paths: list[str] = field(default_factory=list)  # the inputs read, in source order
-    path_of: dict[tuple[int, str], str] = field(default_factory=dict)  # (line number, line) -> path
+    """A lookup result, the job view (None for one process's log), and the inputs read.
+
+    Plain classes rather than dataclasses: this module is on the cold path of every `kb lookup`,
+    where creating a dataclass costs milliseconds."""
+
+    __slots__ = ("result", "job", "paths", "path_of")
+
+    def __init__(self, result: LookupResult, job=None, paths: list[str] | None = None,
+                 path_of: dict[tuple[int, str], str] | None = None):
+        self.result = result
+        self.job = job  # kb.job.JobView, imported only when there is one
+        self.paths = paths or []  # the inputs read, in source order
+        self.path_of = path_of or {}  # (line number, line) -> path
 
     def path_for(self, line_number: int, line: str) -> str | None:
         return self.path_of.get((line_number, line))
 
 
 def lookup_paths(engine: Engine, paths: list[str], *, top: int = 3) -> JobLookup:
+    from .job_inputs import collect
+
     inputs = collect(paths)
     if inputs.missing:
         raise InputError(f"no such file or folder: {', '.join(inputs.missing)}")
@@ -44,11 +66,31 @@ def lookup_paths(engine: Engine, paths: list[str], *, top: int = 3) -> JobLookup
 
 
 def lookup_stream(engine: Engine, stream: BinaryIO, *, top: int = 3, name: str = "<stdin>") -> JobLookup:
-    return _lookup(engine, [(Source(name), scan(iter_chunks(stream)))], JobInputs(), top)
+    return _lookup(engine, [(Source(name), scan(iter_chunks(stream)))], None, top)
 
 
 def lookup_text(engine: Engine, text: str | bytes, *, top: int = 3) -> JobLookup:
-    return _lookup(engine, [(Source("<text>"), scan_text(text))], JobInputs(), top)
+    return _lookup(engine, [(Source("<text>"), scan_text(text))], None, top)
+
+
+def _maybe_job(lines: list[Line]) -> bool:
+    """Whether one stream can hold a job: lines from two ranks (or hosts), or a torchrun summary.
+    Cheap: most logs are one process and never reach kb.job."""
+    ranks: set[int] = set()
+    hosts: set[str] = set()
+    for ln in lines:
+        if ln.block:
+            return True
+        r = ln.rank if ln.rank is not None else rank_in_text(ln.text)
+        if r is not None:
+            ranks.add(r)
+        elif len(hosts) < 2:
+            h = host_of(ln.text)
+            if h:
+                hosts.add(h[0])
+        if len(ranks) > 1 or len(hosts) > 1:
+            return True
+    return False
 
 
 def _scan_file(path: str) -> Scan:
@@ -63,7 +105,15 @@ def _scan_file(path: str) -> Scan:
         raise InputError(f"cannot read {path}: {e}") from None
 
 
-def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs: JobInputs, top: int) -> JobLookup:
+def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) -> JobLookup:
+    if inputs is None and not _maybe_job(scans[0][1].lines):
+        src, s = scans[0]
+        return JobLookup(engine.lookup_scan(s, top=top), None, [src.path])
+    from . import error_file, flight_recorder
+    from .job import analyze
+    from .job_inputs import JobInputs
+
+    inputs = inputs or JobInputs()
     efs = []
     for src in inputs.error_files:
         ef = error_file.read(src.path)
@@ -96,7 +146,7 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs: JobInputs,
     return JobLookup(result, job, paths, path_of)
 
 
-def _lead_with_root(result: LookupResult, job: JobView) -> None:
+def _lead_with_root(result: LookupResult, job) -> None:
     """Put the root rank's entry first, shown with the root rank's own line."""
     root = job.root
     if root is None or root.id is None:

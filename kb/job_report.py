@@ -46,6 +46,8 @@ def job_lines(job: JobView, st: Style) -> list[str]:
     for v in job.ranks:
         role = {"root": st.red, "consequence": st.dim}.get(v.role, st.yellow)(f"{v.role:11}")
         what = v.id or v.cause
+        if v.role == "root" and job.kind == "desync":
+            what = "straggler"  # its class is the others' timeout; it is the one they waited for
         line = f"  {_who(v):{width}}  {role} {what:30} {v.reason}"
         out.append(line.rstrip())
         ev = job.evidence if (v is job.root and job.evidence is not None) else v

@@ -86,8 +86,16 @@ def run_lookup(args) -> int:
 
 
 def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: bool = False) -> str:
+    from .report import result_dict, result_markdown, result_text
+
+    plain = not batch and len(looked) == 1 and looked[0][1].job is None and len(looked[0][1].paths) <= 1
+    if plain and fmt in ("text", "json", "markdown"):
+        # One process's log: the single-result renderings, without the job modules.
+        r = looked[0][1].result
+        if fmt == "json":
+            return json.dumps(result_dict(r), indent=2, ensure_ascii=False) + "\n"
+        return result_markdown(r, kb) if fmt == "markdown" else result_text(r, kb, Style(use_color()))
     from . import job_report
-    from .report import result_markdown
 
     if fmt == "jsonl":
         return "".join(job_report.lookup_jsonl(jl, name) for name, jl in looked)

@@ -17,22 +17,32 @@ from __future__ import annotations
 
 import re
 
-_RANK = re.compile(r"\[(?:rank|default|local_rank)(\d+)\]|\[(\d+)\]:|\brank(\d+)\s*:|\[\d+,(\d+)\]<std"
-                   r"|(?:^|\s)(\d{1,5}):(?:\s|$)")
+_RANK_SRC = (r"\[(?:rank|default|local_rank)(\d+)\]|\[(\d+)\]:|\brank(\d+)\s*:|\[\d+,(\d+)\]<std"
+             r"|(?:^|\s)(\d{1,5}):(?:\s|$)")
 # "[Rank 3]" and "[PG ID 0 PG GUID 0(default_pg) Rank 3]" inside ProcessGroupNCCL's own messages
 # (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp logPrefix()), for lines with no launcher prefix.
-_TEXT_RANK = re.compile(r"\[(?:PG[^\]]*?)?Rank (\d+)\]")
+_TEXT_RANK_SRC = r"\[(?:PG[^\]]*?)?Rank (\d+)\]"
 # A "host: " prefix (pdsh, clush): a lowercase name holding a digit, never a file name or a word
 # an error message starts with.
-_HOST = re.compile(r"([a-z][a-z0-9-]*\d[a-z0-9.-]*):\s+(?=\S)")
-_NOT_HOST = re.compile(r"\.(?:so|py|cu|cpp|h|c|cc|log|json|txt)\b|^(?:step|epoch|iter|batch|layer|line|gpu|cuda|sm)\d")
+_HOST_SRC = r"([a-z][a-z0-9-]*\d[a-z0-9.-]*):\s+(?=\S)"
+_NOT_HOST_SRC = r"\.(?:so|py|cu|cpp|h|c|cc|log|json|txt)\b|^(?:step|epoch|iter|batch|layer|line|gpu|cuda|sm)\d"
+_RX: dict[str, re.Pattern] = {}
+
+
+def _rx(name: str) -> re.Pattern:
+    # Compiled on first use: a lookup of one message needs none of these.
+    rx = _RX.get(name)
+    if rx is None:
+        rx = _RX[name] = re.compile({"rank": _RANK_SRC, "text_rank": _TEXT_RANK_SRC, "host": _HOST_SRC,
+                                     "not_host": _NOT_HOST_SRC, "iso": _ISO_SRC, "glog": _GLOG_SRC}[name])
+    return rx
 
 
 def rank_of(prefix: str) -> int | None:
     """The rank a launcher prefix names (the outermost one), or None."""
     if not prefix:
         return None
-    m = _RANK.search(prefix)
+    m = _rx("rank").search(prefix)
     if not m:
         return None
     return int(next(g for g in m.groups() if g is not None))
@@ -42,21 +52,23 @@ def rank_in_text(text: str) -> int | None:
     """The rank a ProcessGroupNCCL message names about itself ("[Rank 3] Watchdog caught...")."""
     if "Rank " not in text:
         return None
-    m = _TEXT_RANK.search(text)
+    m = _rx("text_rank").search(text)
     return int(m.group(1)) if m else None
 
 
 def host_of(text: str) -> tuple[str, str] | None:
     """(host, rest) for a "node-7: message" line, else None."""
-    m = _HOST.match(text)
-    if not m or _NOT_HOST.search(m.group(1)):
+    if ": " not in text[:80]:
+        return None
+    m = _rx("host").match(text)
+    if not m or _rx("not_host").search(m.group(1)):
         return None
     return m.group(1), text[m.end():]
 
 
 # ---------------------------------------------------------------- times
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-_GLOG = re.compile(r"(?:^|[\[\s])[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?\b")
+_ISO_SRC = r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
+_GLOG_SRC = r"(?:^|[\[\s])[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?\b"
 
 
 def time_of(prefix: str, text: str) -> tuple[float, str] | None:
@@ -65,10 +77,10 @@ def time_of(prefix: str, text: str) -> tuple[float, str] | None:
     for s in (prefix, text[:64]):
         if not s:
             continue
-        m = _ISO.search(s)
+        m = _rx("iso").search(s)
         if m:
             return _seconds(int(m.group(1)), *map(int, m.groups()[1:6]), m.group(7)), "iso"
-        m = _GLOG.search(s)
+        m = _rx("glog").search(s)
         if m:
             # No year in glog's header: every glog time is put in one year, which orders lines
             # from one job correctly (a job that runs across New Year excepted).

@@ -59,6 +59,16 @@ def _pty_for(fd: int) -> tuple[int, int] | None:
         return None
 
 
+def _grow(fd: int) -> None:
+    """A 1 MiB pipe (Linux; the default is 64 KiB): fewer, larger reads for a chatty command."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), CHUNK)
+    except (OSError, ImportError):
+        pass
+
+
 def _write_all(fd: int, data: bytes) -> bool:
     """Write everything; False once the reader is gone (the command's output still goes to the
     file: it must never block on a closed terminal)."""
@@ -85,6 +95,7 @@ def run(argv: list[str], env: dict[str, str], log_path: str, *, use_pty: bool = 
         pty = _pty_for(ours) if use_pty else None
         if pty is None:
             r, w = os.pipe()
+            _grow(r)
             pty = (r, w)
         ends[ours] = pty
     kw = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
