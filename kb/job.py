@@ -132,22 +132,25 @@ def group(lines: list[tuple[Line, str, int | None]]) -> dict[int | None, RankInp
     own launcher prefix wins over its file's name; ProcessGroupNCCL's "[Rank N]" in the text
     places lines that carry neither; "node-7: " host prefixes key a job with no ranks at all."""
     hosts = {h[0] for ln, _, r in lines if ln.rank is None and r is None for h in [host_of(ln.text)] if h}
+    # pdsh / clush put "host: " before every line, ProcessGroupNCCL's own "[Rank N]" included
     use_hosts = len(hosts) >= 2
     out: dict[int | None, RankInput] = {}
     for ln, path, path_rank in lines:
         rank = ln.rank if ln.rank is not None else path_rank
         host = None
-        if rank is None:
-            rank = rank_in_text(ln.text)
         if rank is None and use_hosts:
             h = host_of(ln.text)
             if h:
                 host = h[0]
                 ln = replace(ln, text=h[1])
+        if rank is None:
+            rank = rank_in_text(ln.text)
         key: int | str | None = rank if rank is not None else (f"host:{host}" if host else LAUNCHER)
         ri = out.get(key)  # type: ignore[arg-type]
         if ri is None:
             ri = out[key] = RankInput(rank, host)  # type: ignore[index]
+        elif ri.host is None and host is not None:
+            ri.host = host
         ri.lines.append((ln, path))
     return out  # type: ignore[return-value]
 

@@ -84,7 +84,7 @@ def _maybe_job(lines: list[Line]) -> bool:
         r = ln.rank if ln.rank is not None else rank_in_text(ln.text)
         if r is not None:
             ranks.add(r)
-        elif len(hosts) < 2:
+        if ln.rank is None and len(hosts) < 2:
             h = host_of(ln.text)
             if h:
                 hosts.add(h[0])
