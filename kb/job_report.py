@@ -87,7 +87,7 @@ def lookup_text(jl: JobLookup, kb: KnowledgeBase, st: Style) -> str:
 def lookup_jsonl(jl: JobLookup, name: str | None = None) -> str:
     d = lookup_dict(jl)
     if name is not None:
-        d = {"input": name, **d}
+        d["input"]["name"] = name
     return json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 

@@ -102,8 +102,10 @@ def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: b
     if fmt == "github":
         return "".join(job_report.lookup_github(jl) for _, jl in looked)
     if fmt == "json":
-        docs = [job_report.lookup_dict(jl) if not batch else {"input": name, **job_report.lookup_dict(jl)}
-                for name, jl in looked]
+        docs = [job_report.lookup_dict(jl) for _, jl in looked]
+        if batch:
+            for (name, _), d in zip(looked, docs):
+                d["input"]["name"] = name
         return json.dumps(docs if batch else docs[0], indent=2, ensure_ascii=False) + "\n"
     out = []
     for name, jl in looked:

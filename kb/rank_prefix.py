@@ -25,7 +25,7 @@ _TEXT_RANK_SRC = r"\[(?:PG[^\]]*?)?Rank (\d+)\]"
 # A "host: " prefix (pdsh, clush): a lowercase name holding a digit, never a file name or a word
 # an error message starts with.
 _HOST_SRC = r"([a-z][a-z0-9-]*\d[a-z0-9.-]*):\s+(?=\S)"
-_NOT_HOST_SRC = r"\.(?:so|py|cu|cpp|h|c|cc|log|json|txt)\b|^(?:step|epoch|iter|batch|layer|line|gpu|cuda|sm)\d"
+_NOT_HOST_SRC = r"\.(?:so|py|cu|cpp|h|c|cc|log|json|txt)\b|^(?:step|epoch|iter|batch|layer|line|cuda|sm)\d"
 _RX: dict[str, re.Pattern] = {}
 
 
