@@ -6,8 +6,10 @@ TORCH_FR_BUFFER_SIZE) is > 0 and writes it on a timeout or error (TORCH_NCCL_DUM
 <prefix><global rank>, prefix from TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE
 (default /tmp/nccl_trace_rank_, ~/.cache/torch/nccl_trace_rank_ in newer releases). The file is
 a pickle written by torch::jit::Pickler of plain dicts, lists, strings and numbers (no classes);
-torch._C._distributed_c10d._dump_nccl_trace_json() / _dump_fr_trace_json() give the same as
-JSON. Keys (torch/distributed/flight_recorder/components/loader.py and types.py):
+torch._C._distributed_c10d._dump_nccl_trace_json() / _dump_fr_trace_json() (and the control
+plane's "fr_trace_json" handler) give the same as JSON; no setting makes the on-timeout writer
+write JSON (torch/csrc/distributed/c10d/FlightRecorder.hpp: "in the same pickled format as
+dump_fr_trace"), so a JSON dump is one a program or a person saved. Keys (torch/distributed/flight_recorder/components/loader.py and types.py):
     {"version": "2.10", "pg_config": {...}, "pg_status": {"0": {"last_enqueued_collective": 2,
      "last_started_collective": -1, "last_completed_collective": 1}},
      "entries": [{"collective_seq_id": 2, "profiling_name": "nccl:all_reduce", "state":

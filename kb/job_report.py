@@ -10,7 +10,7 @@ from .job import JobView, RankVerdict
 from .job_lookup import JobLookup, display_path
 from .knowledge import KnowledgeBase
 from .render import Style
-from .report import match_dict, result_dict, result_text
+from .report import match_dict, result_dict, result_markdown, result_text
 
 
 def lookup_dict(jl: JobLookup) -> dict[str, Any]:
@@ -84,6 +84,21 @@ def lookup_text(jl: JobLookup, kb: KnowledgeBase, st: Style) -> str:
     return "\n".join(job_lines(jl.job, st)) + "\n\n" + body
 
 
+def lookup_markdown(jl: JobLookup, kb: KnowledgeBase) -> str:
+    body = result_markdown(jl.result, kb)
+    job = jl.job
+    if job is None:
+        return body
+    out = [f"### kb: job, root cause {_who(job.root) if job.root else job.kind}", "", job.summary, "",
+           "| rank | role | entry | why |", "| --- | --- | --- | --- |"]
+    for v in job.ranks:
+        out.append(f"| {_who(v)} | {v.role} | {f'`{v.id}`' if v.id else v.cause} | {v.reason.replace('|', '/')} |")
+    ev = job.root_evidence()
+    if ev is not None and ev.line:
+        out += ["", "```", ev.line, "```"]
+    return "\n".join(out) + "\n\n" + body
+
+
 def lookup_jsonl(jl: JobLookup, name: str | None = None) -> str:
     d = lookup_dict(jl)
     if name is not None:
@@ -116,13 +131,17 @@ def lookup_github(jl: JobLookup) -> str:
         who = f" (rank {root.rank})"
     elif root is not None and root.host:
         who = f" (host {root.host})"
-    title = f"kb: {entry_id or 'unknown error'}{who}"
+    what = entry_id
+    if what is None and job is not None:
+        what = {"desync": "desync", "signal": f"killed by {root.signal}" if root else "killed",
+                "exit": f"exit code {root.exitcode}" if root else "exit", "terminated": "terminated"}.get(job.kind)
+    title = f"kb: {what or 'unknown error'}{who}"
     ev = job.root_evidence() if job else None
     line = (ev.line if ev and ev.line else (best.line if best else "")) or (job.summary if job else "")
     msg = line
     if best is not None:
         msg += f"\n{best.entry.title}\nkb show {best.id}"
-    if job is not None:
+    if job is not None and job.summary != line:
         msg += f"\n{job.summary}"
     props = [f"title={_esc_prop(title)}"]
     path = None
@@ -136,8 +155,9 @@ def lookup_github(jl: JobLookup) -> str:
         props.insert(0, f"file={_esc_prop(shown)}")
         if number:
             props.insert(1, f"line={number}")
-    level = "error" if entry_id else "warning"
+    level = "error" if entry_id or root is not None else "warning"
     return f"::{level} {','.join(props)}::{_esc_data(msg)}\n"
 
 
-__all__ = ["lookup_dict", "lookup_text", "lookup_jsonl", "lookup_github", "job_lines", "match_dict"]
+__all__ = ["lookup_dict", "lookup_text", "lookup_markdown", "lookup_jsonl", "lookup_github", "job_lines",
+           "match_dict"]

@@ -112,7 +112,7 @@ def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: b
         if batch:
             out.append(f"==> {name} <==\n")
         if fmt == "markdown":
-            out.append(result_markdown(jl.result, kb))
+            out.append(job_report.lookup_markdown(jl, kb))
         else:
             out.append(job_report.lookup_text(jl, kb, Style(use_color())))
     return "\n".join(out) if batch else "".join(out)

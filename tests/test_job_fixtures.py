@@ -90,3 +90,13 @@ def test_fixture_text_leads_with_the_root():
                          capture_output=True, text=True, cwd=REPO)
     first = out.stdout.splitlines()[0]
     assert first.startswith("job") and "rank 1" in first
+
+
+def test_readme_job_example_is_real():
+    """The README's job example shows what `kb lookup` prints for this fixture."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ kb lookup tests/fixtures/jobs/cpu-stall/run\n", 1)[1].split("```", 1)[0]
+    out = subprocess.run([sys.executable, "-m", "kb", "lookup", "tests/fixtures/jobs/cpu-stall/run"],
+                         capture_output=True, text=True, cwd=REPO, env={**__import__("os").environ, "NO_COLOR": "1"})
+    shown = block.strip().splitlines()
+    assert out.stdout.splitlines()[:len(shown)] == shown
