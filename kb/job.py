@@ -263,15 +263,23 @@ def _fmt_time(ri: RankInput, v: RankVerdict) -> str | None:
 
 # ---------------------------------------------------------------- the job
 def analyze(engine: Engine, lines: list[tuple[Line, str, int | None]], *,
-            error_files: list[tuple[ErrorFile, int | None]] = (),
+            error_files: list[tuple[ErrorFile, int | None, bool]] = (),
             dumps: list[Dump] = (), several: bool = False) -> JobView | None:
     """The job view of these lines (each with its path and the rank the path names), or None
-    when the input is not a job (one process, no launcher summary, nothing else)."""
+    when the input is not a job (one process, no launcher summary, nothing else). Error files
+    come with the rank their path names and whether it is a local rank (torchrun's folders are
+    numbered by local rank; its summary maps them to global ranks)."""
     ranks = group(lines)
     launcher = ranks.pop(LAUNCHER, None)  # type: ignore[call-overload]
     summary = _torchrun(launcher)
-    efs = [e for e, _ in error_files]
-    for ef, r in error_files:
+    efs = [e for e, _, _ in error_files]
+    global_of = {}
+    for fl in summary.failures:
+        if fl.local_rank is not None:
+            global_of.setdefault(fl.local_rank, set()).add(fl.rank)
+    for ef, r, local in error_files:
+        if r is not None and local and len(global_of.get(r, ())) == 1:
+            r = next(iter(global_of[r]))
         if r is not None:
             ranks.setdefault(r, RankInput(r)).error_file = ef
     if summary:
@@ -292,6 +300,8 @@ def analyze(engine: Engine, lines: list[tuple[Line, str, int | None]], *,
             v.reason = "killed by the launcher after it ignored SIGTERM"
         verdicts.append(v)
     view = _decide(verdicts, ranks, summary, list(dumps))
+    if launcher is not None:
+        _attribute_unprefixed(engine, view, launcher)
     view.torchrun = summary if summary.failures else None
     view.error_files, view.dumps = efs, list(dumps)
     if summary.root is not None and view.root is not None and summary.root.rank != view.root.rank:
@@ -300,6 +310,31 @@ def analyze(engine: Engine, lines: list[tuple[Line, str, int | None]], *,
             view.notes.append(f"torchrun's \"Root Cause (first observed failure)\" names rank {summary.root.rank}, "
                               f"which only {rv.reason}: it failed first, it did not fail of its own.")
     return view
+
+
+def _attribute_unprefixed(engine: Engine, view: JobView, launcher: RankInput) -> None:
+    """A root rank with no error of its own in the logs (an exit code, a signal) while an error
+    was printed without any rank prefix (a kernel's assertion printf, a rank's stderr before
+    torch 2.2 prefixed tracebacks, C++ code writing to stderr): with one root, that error is
+    most likely its, and said to be a guess."""
+    root = view.root
+    if root is None or root.id is not None or view.kind not in ("exit", "signal", "exception"):
+        return
+    if sum(1 for v in view.ranks if v.role == "root") != 1:
+        return
+    # The launcher's own lines (its agent's log, ChildFailedError) are about ranks, not by one.
+    own = ("ChildFailedError", "torch/distributed/elastic", "torch.distributed.elastic", "torchrun")
+    lines = [(ln, p) for ln, p in launcher.lines if not any(w in ln.text for w in own)]
+    event, _ = _first_event(engine, lines)
+    if event is None or event[0] != "error":
+        return
+    _, _, m, (ln, path) = event
+    root.id, root.title, root._match = m.id, m.entry.title, m
+    if not root.line or view.kind != "exception":
+        root.line, root.line_number, root.path = ln.text, ln.number, path
+    root.reason += f"; the error printed without a rank prefix is most likely its: {m.id}"
+    view.notes.append(f"{_who(root)} is taken to have printed line {ln.number} ({m.id}): no rank prefix "
+                      "says who did, and it is the only rank that failed of its own")
 
 
 def _torchrun(launcher: RankInput | None) -> torchrun_summary.Summary:

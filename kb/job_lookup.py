@@ -118,10 +118,10 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) 
     for src in inputs.error_files:
         ef = error_file.read(src.path)
         if ef is not None:
-            efs.append((ef, src.rank))
+            efs.append((ef, src.rank, src.local))
     dumps = [d for d in (flight_recorder.load(s.path, s.rank) for s in inputs.dumps) if d is not None]
     # One pass of the usual lookup over everything, error files' tracebacks included.
-    for ef, _ in efs:
+    for ef, _, _ in efs:
         scans.append((Source(ef.path), scan_text(ef.text)))
     paths = [src.path for src, _ in scans]
     combined: list[Line] = []

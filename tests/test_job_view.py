@@ -34,11 +34,12 @@ def summary(failures: list[str], root: str, name: str = "train.py") -> str:
             + "\nRoot Cause (first observed failure):\n" + root + "\n" + "=" * 60 + "\n")
 
 
-def failure(idx, rank, exitcode, pid, sig=None, error_file="<N/A>", traceback=None, time="2026-11-23_10:00:05"):
+def failure(idx, rank, exitcode, pid, sig=None, error_file="<N/A>", traceback=None, time="2026-11-23_10:00:05",
+            local=None):
     """One failure (errors/__init__.py: _FAILURE_FORMAT_TEMPLATE)."""
     tb = traceback or (f"Signal {-exitcode} ({sig}) received by PID {pid}" if sig else
                        "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
-    return (f"[{idx}]:\n  time      : {time}\n  host      : node-1\n  rank      : {rank} (local_rank: {rank})\n"
+    return (f"[{idx}]:\n  time      : {time}\n  host      : node-1\n  rank      : {rank} (local_rank: {rank if local is None else local})\n"
             f"  exitcode  : {exitcode} (pid: {pid}) {f' ({sig})' if sig else ''}\n  error_file: {error_file}\n"
             f"  traceback : {tb}")
 
@@ -100,6 +101,37 @@ def test_nccl_stall_names_the_rank_that_did_not_reach_the_collective():
     assert job.ranks[1].cause == "told"  # it only heard of the timeout from rank 0
     assert job.torchrun.root.rank == 0 and job.torchrun.root.signal == "SIGABRT"
     assert job.notes and "rank 0" in job.notes[0]
+
+
+def test_an_unprefixed_error_goes_to_the_one_rank_that_failed():
+    # Before torch 2.2 a rank's traceback had no "[rankN]:" prefix; without @record, torchrun's
+    # summary only says rank 1 exited with 1.
+    log = (AGENT_HEAD + "Traceback (most recent call last):\n  File \"train.py\", line 10, in <module>\n"
+           "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+           + summary([failure(1, 0, -15, 201, "SIGTERM")], failure(0, 1, 1, 202)))
+    jl = lookup_text(ENGINE, log)
+    job = jl.job
+    assert job.root.rank == 1 and job.kind == "exit"
+    assert job.root.id == "cuda-illegal-memory-access" and "CUDA error" in job.root.line
+    assert job.notes and "no rank prefix" in job.notes[0]
+    assert jl.result.matches[0].id == "cuda-illegal-memory-access"
+
+
+def test_local_ranks_of_error_files_map_to_global_ranks(tmp_path):
+    """Node 2 of a 2-node job: torchrun's folders are local ranks 0, 1; its summary says local rank
+    1 is global rank 3."""
+    attempt = tmp_path / "run" / "torchrun" / "abc_1" / "attempt_0"
+    (attempt / "1").mkdir(parents=True)
+    (attempt / "1" / "error.json").write_text(json.dumps({"message": {
+        "message": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "extraInfo": {"py_callstack": "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of "
+                      "memory. Tried to allocate 2.00 GiB.\n", "timestamp": "1795402831"}}}))
+    (tmp_path / "run" / "output.log").write_text(
+        summary([failure(1, 2, -15, 201, "SIGTERM", local=0)],
+                failure(0, 3, 1, 202, error_file=str(attempt / "1" / "error.json"), local=1)))
+    job = lookup_paths(ENGINE, [str(tmp_path / "run")]).job
+    assert job.root.rank == 3 and job.root.id == "cuda-oom" and job.root.evidence_from == "error-file"
+    assert {v.rank for v in job.ranks} == {2, 3}
 
 
 def test_every_rank_timed_out_in_the_same_collective_is_a_desync_with_no_straggler():
