@@ -74,7 +74,7 @@ summary=()
 for name in "${jobs[@]}"; do
     prog="scripts/jobs/$name.py"
     [[ -f "$prog" ]] || { echo "capture_jobs: no job $name ($prog)" >&2; exit 2; }
-    dest="$OUT/jobs/$( ((cpu)) && echo "cpu-" )$name"
+    if ((cpu)); then dest="$OUT/jobs/cpu-$name"; else dest="$OUT/jobs/$name"; fi
     rm -rf "$dest"
     mkdir -p "$dest"
     "$PYTHON" - > "$dest/env.txt" 2>&1 <<'EOF' || true

@@ -95,30 +95,32 @@ def test_no_command_is_a_usage_error():
     assert p.returncode == 2
 
 
-def test_signals_reach_the_whole_process_group(tmp_path):
-    """SIGINT / SIGTERM to kb go to the command's process group: the child and its own child."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signals_reach_the_whole_process_group(tmp_path, sig):
+    """Ctrl-C (SIGINT) and SIGTERM sent to kb reach the command's whole process group: the child
+    and the child's own child (torchrun and its workers)."""
     marker = tmp_path / "got"
-    # A parent that starts a grandchild; both record the signal they get.
     script = tmp_path / "tree.py"
     script.write_text(
         "import os, signal, subprocess, sys, time\n"
         "def h(n, f):\n"
         f"    open({str(marker)!r} + '-' + str(os.getpid()), 'w').write(str(n))\n"
         "    sys.exit(0)\n"
-        "signal.signal(signal.SIGTERM, h)\n"
+        f"signal.signal({int(sig)}, h)\n"
         "kids = [] if sys.argv[1:] else [subprocess.Popen([sys.executable, __file__, 'child'])]\n"
+        "time.sleep(0.5)\n"
         "print('ready', flush=True)\n"
         "time.sleep(30)\n")
     p = subprocess.Popen([*KB, "--run-dir", str(tmp_path / "run"), "--", sys.executable, str(script)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     assert p.stdout.readline() == b"ready\n"
-    time.sleep(0.5)  # the grandchild installs its handler
-    p.send_signal(signal.SIGTERM)
+    time.sleep(0.5)  # the grandchild has installed its handler too
+    p.send_signal(sig)
     p.wait(timeout=20)
     got = sorted(tmp_path.glob("got-*"))
-    assert len(got) == 2 and all(g.read_text() == "15" for g in got)
+    assert len(got) == 2 and all(g.read_text() == str(int(sig)) for g in got)
     rec = json.loads((tmp_path / "run" / "kb-run.json").read_text())
-    assert rec["forwarded_signals"] == ["SIGTERM"]
+    assert rec["forwarded_signals"] == [sig.name]
 
 
 def test_no_per_line_work_large_output(tmp_path):
