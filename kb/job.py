@@ -238,12 +238,15 @@ def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
         v.reason = f"exited with code {f.exitcode}, with no error in the logs"
     else:
         v.reason = "no failure in its output"
-    if v._sort_time is None and f is not None and f.time:
-        v._sort_time = _torchrun_time(f.time)
-    if f is not None and f.time:
-        v.time = f.time
-    if v._sort_time is not None and v.time is None:
+    # When it failed: its line's own time, else the error file's, else when torchrun saw it.
+    if v._sort_time is not None:
         v.time = _fmt_time(ri, v)
+    elif ri.error_file is not None and ri.error_file.timestamp:
+        v._sort_time = (float(ri.error_file.timestamp), "epoch")
+    elif f is not None and f.time:
+        v._sort_time = _torchrun_time(f.time)
+    if v.time is None and f is not None and f.time:
+        v.time = f.time
     return v
 
 

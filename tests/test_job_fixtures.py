@@ -100,3 +100,33 @@ def test_readme_job_example_is_real():
                          capture_output=True, text=True, cwd=REPO, env={**__import__("os").environ, "NO_COLOR": "1"})
     shown = block.strip().splitlines()
     assert out.stdout.splitlines()[:len(shown)] == shown
+
+
+# The same jobs on GPUs (NCCL), once scripts/capture_jobs.sh has been run on a 2-GPU machine and its
+# $OUT/jobs/<name>/ folders committed here; skipped until then. What each must show:
+GPU_EXPECT = {
+    "device_assert": (1, {"cuda-device-side-assert"}),
+    "oom": (1, {"cuda-oom"}),
+    "stall": (1, None),  # a desync: the root is the rank that never reached the collective
+    "sigkill": (1, None),
+    "mismatch": (None, None),  # every rank reports it; any root but the victim's timeout
+}
+
+
+@pytest.mark.parametrize("name", sorted(GPU_EXPECT))
+def test_gpu_jobs(name):
+    run = JOBS / name / "run"
+    if not run.is_dir():
+        pytest.skip(f"no GPU capture of {name} yet (scripts/capture_jobs.sh)")
+    jl = job_of(run)
+    rank, ids = GPU_EXPECT[name]
+    root = jl.job.root
+    assert root is not None and root.role == "root"
+    if rank is not None:
+        assert root.rank == rank
+    if ids is not None:
+        assert root.id in ids
+    if name in ("device_assert", "oom", "sigkill", "mismatch"):
+        assert root.id != "nccl-timeout"
+    if name == "stall":
+        assert jl.job.kind == "desync" and jl.job.desync.missing == [1]
