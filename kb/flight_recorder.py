@@ -18,7 +18,8 @@ dump_fr_trace"), so a JSON dump is one a program or a person saved. Keys (torch/
 
 A dump comes from a crashed job and may come from anywhere: it is never unpickled blindly.
 The unpickler below refuses every global (no class, no function can be named, so nothing can
-be called) and every persistent id; what remains can only build containers and scalars.
+be called) but the three list builders torch's own pickler may name, which it replaces with a
+plain list(); and every persistent id. What remains can only build containers and scalars.
 """
 
 from __future__ import annotations
@@ -36,8 +37,21 @@ MAX_BYTES = 256 << 20
 _RANK_SUFFIX = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
 
 
+def _as_list(items):
+    return list(items)
+
+
+# torch::jit::Pickler writes a list of ints, floats or bools that it knows the type of as a call
+# to one of these (torch/csrc/jit/serialization/pickler.cpp, pushSpecializedList); each only
+# rebuilds the list it is given, so a local stand-in that does the same is safe to call. Every
+# other global is refused.
+_LIST_BUILDERS = {("torch.jit._pickle", n) for n in ("build_intlist", "build_doublelist", "build_boollist")}
+
+
 class _Refusing(pickle.Unpickler):
     def find_class(self, module, name):  # noqa: D401 - pickle's hook
+        if (module, name) in _LIST_BUILDERS:
+            return _as_list
         raise pickle.UnpicklingError(f"refused to load global {module}.{name}")
 
     def persistent_load(self, pid):

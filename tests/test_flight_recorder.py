@@ -83,3 +83,31 @@ def test_not_a_dump(tmp_path):
 def _write(path, d):
     path.write_bytes(pickle.dumps(d, protocol=2))
     return path
+
+
+def _u(text: str) -> bytes:
+    b = text.encode()
+    return b"X" + len(b).to_bytes(4, "little") + b
+
+
+def _jit_dump(builder: str) -> bytes:
+    """A dump as torch::jit::Pickler writes a typed int list, assembled opcode by opcode:
+    {"entries": [{"collective_seq_id": 1, "profiling_name": "nccl:all_reduce",
+                  "input_sizes": [<builder>([4])]}]}"""
+    sizes = b"]c" + b"torch.jit._pickle\n" + builder.encode() + b"\n](K\x04e\x85Ra"
+    ent = b"}(" + _u("collective_seq_id") + b"K\x01" + _u("profiling_name") + _u("nccl:all_reduce") + \
+        _u("input_sizes") + sizes + b"u"
+    return b"\x80\x02}(" + _u("entries") + b"](" + ent + b"e" + b"u."
+
+
+def test_torch_jit_list_builders_are_rebuilt_locally(tmp_path):
+    """GLOBAL torch.jit._pickle build_intlist gives a plain list; torch is not imported, and any
+    other global is refused."""
+    import sys
+
+    p = tmp_path / "nccl_trace_rank_0"
+    p.write_bytes(_jit_dump("build_intlist"))
+    d = fr.load(p)
+    assert d is not None and d.entries[0].sizes == [[4]] and "torch" not in sys.modules
+    p.write_bytes(_jit_dump("build_tensor_from_id"))
+    assert fr.load(p) is None
