@@ -42,13 +42,14 @@ def job_lines(job: JobView, st: Style) -> list[str]:
         out.append("  " + _wrap_plain(job.summary))
     else:
         out.append(st.bold("job") + f"  {job.kind}: {job.summary}")
-    width = max([len(_who(v)) for v in job.ranks] + [6])
-    for v in job.ranks:
+    rows = _rows(job)
+    width = max([len(w) for w, _ in rows] + [6])
+    for who, v in rows:
         role = {"root": st.red, "consequence": st.dim}.get(v.role, st.yellow)(f"{v.role:11}")
         what = v.id or v.cause
         if v.role == "root" and job.kind == "desync":
             what = "straggler"  # its class is the others' timeout; it is the one they waited for
-        line = f"  {_who(v):{width}}  {role} {what:30} {v.reason}"
+        line = f"  {who:{width}}  {role} {what:30} {v.reason}"
         out.append(line.rstrip())
         ev = job.evidence if (v is job.root and job.evidence is not None) else v
         if ev.line and v.role == "root":
@@ -65,6 +66,36 @@ def job_lines(job: JobView, st: Style) -> list[str]:
     for n in job.notes:
         out.append(st.dim("  " + _wrap_plain(n)))
     return out
+
+
+def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:
+    """One row per root rank; the other ranks grouped by what happened to them ("ranks 0-6, 9"),
+    so a 512-rank job reads in a few lines."""
+    rows: list[tuple[str, RankVerdict]] = []
+    groups: dict[tuple, list[RankVerdict]] = {}
+    for v in job.ranks:
+        if v.role == "root" or v.rank is None:
+            rows.append((_who(v), v))
+        else:
+            groups.setdefault((v.role, v.id or v.cause, v.reason), []).append(v)
+    for vs in groups.values():
+        name = _who(vs[0]) if len(vs) == 1 else "ranks " + _ranges([v.rank for v in vs])  # type: ignore[misc]
+        rows.append((name, vs[0]))
+    order = {"root": 0, "unknown": 1, "consequence": 2}
+    rows.sort(key=lambda r: (order.get(r[1].role, 3), r[1].rank if r[1].rank is not None else -1))
+    return rows
+
+
+def _ranges(ranks: list[int]) -> str:
+    out, start, prev = [], None, None
+    for r in sorted(ranks) + [None]:  # type: ignore[list-item]
+        if start is not None and (r is None or r != prev + 1):
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if r is not None and start is None:
+            start = r
+        prev = r
+    return ", ".join(out)
 
 
 def _wrap_plain(s: str) -> str:

@@ -349,3 +349,18 @@ def test_github_escaping():
 
     assert _esc_data("50% a\r\nb") == "50%25 a%0D%0Ab"
     assert _esc_prop("a:b,c%") == "a%3Ab%2Cc%25"
+
+
+def test_a_large_job_reads_in_a_few_lines():
+    from kb.job_report import job_lines
+    from kb.render import Style
+
+    log = "".join(f"[rank{r}]:[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+                  f"operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                  f"ran for 600001 milliseconds before timing out.\n" for r in range(64) if r != 17)
+    log += "[rank17]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    job = lookup_text(ENGINE, log).job
+    assert job.root.rank == 17
+    lines = job_lines(job, Style(False))
+    assert len(lines) <= 6
+    assert any("ranks 0-16, 18-63" in ln and "consequence" in ln for ln in lines)
