@@ -96,20 +96,30 @@ def _add(out: JobInputs, f: Path, from_folder: bool) -> None:
         m = _DUMP_NAME.search(name)
         out.dumps.append(Source(str(f), int(m.group(1) or m.group(2))))
         return
-    if from_folder and not name.endswith(_LOG_EXT) and "." in name:
-        return  # not a log by its name: checkpoints, images, scripts
+    if from_folder and not name.endswith(_LOG_EXT):
+        # Not a log by its name: checkpoints, images, scripts are skipped; a name with no suffix
+        # ("stderr", "output") is read when it is text (a core file is not).
+        if "." in name or not _looks_text(f):
+            return
     if not from_folder and flight_recorder.looks_like_dump(f) and _head(f)[:1] == b"\x80":
         out.dumps.append(Source(str(f), rank, local))
         return
     out.logs.append(Source(str(f), rank, local))
 
 
-def _head(f: Path) -> bytes:
+def _head(f: Path, n: int = 2) -> bytes:
     try:
         with open(f, "rb") as fh:
-            return fh.read(2)
+            return fh.read(n)
     except OSError:
         return b""
+
+
+def _looks_text(f: Path) -> bool:
+    from .extract import _looks_binary
+
+    head = _head(f, 8192)
+    return bool(head) and not _looks_binary(head)
 
 
 def rank_of_path(f: Path) -> tuple[int | None, bool]:

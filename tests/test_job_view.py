@@ -364,3 +364,14 @@ def test_a_large_job_reads_in_a_few_lines():
     lines = job_lines(job, Style(False))
     assert len(lines) <= 6
     assert any("ranks 0-16, 18-63" in ln and "consequence" in ln for ln in lines)
+
+
+def test_a_folder_skips_what_is_not_a_log(tmp_path):
+    (tmp_path / "stderr").write_text("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    (tmp_path / "core").write_bytes(b"\x7fELF" + bytes(range(256)) * 64)
+    (tmp_path / "model.pt").write_bytes(b"PK\x03\x04" + b"\x00" * 100)
+    (tmp_path / "config.json").write_text('{"lr": 0.1}')
+    (tmp_path / "rank0.log").write_text("[rank0]: Signal 15 (SIGTERM) received by PID 7\n")
+    jl = lookup_paths(ENGINE, [str(tmp_path)])
+    assert sorted(p.rsplit("/", 1)[1] for p in jl.paths) == ["rank0.log", "stderr"]
+    assert jl.job.root.rank == 1
