@@ -291,8 +291,8 @@ def analyze(engine: Engine, lines: list[tuple[Line, str, int | None]], *,
     for d in dumps:
         if d.rank is not None:
             ranks.setdefault(d.rank, RankInput(d.rank)).dump = d
-    if len(ranks) < 2 and not summary.failures and not efs and not dumps and not several:
-        return None
+    if not ranks or (len(ranks) < 2 and not summary.failures and not efs and not dumps and not several):
+        return None  # one process (a `kb run` of plain `python train.py`, one log): no job to tell
     forced = torchrun_summary.forced_kills(ln.text for ln, _ in launcher.lines) if launcher else set()
     verdicts = []
     for key in sorted(ranks, key=lambda k: (isinstance(k, str), k)):
