@@ -226,6 +226,8 @@ def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
         else:
             v.reason = f"{m.id}: {m.entry.title}" if m is not None else "an error no entry knows"
     elif f is not None and f.signum is not None:
+        # torchrun's own line for it ("Signal 9 (SIGKILL) received by PID 4367") is the evidence.
+        v.line, v.line_number, v.evidence_from = f.traceback.splitlines()[0] if f.traceback else "", 0, "torchrun-summary"
         sig = f.signal or f"signal {f.signum}"
         if f.signum in consequences.STOPPED_BY_OTHERS:
             v.role, v.cause = "consequence", "sigterm"
@@ -234,6 +236,7 @@ def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
             v.cause = "signal"
             v.reason = f"killed by {sig}, with no error of its own in the logs"
     elif f is not None and f.exitcode:
+        v.line, v.evidence_from = f"exitcode  : {f.exitcode} (pid: {f.pid})", "torchrun-summary"
         v.cause = "exit"
         v.reason = f"exited with code {f.exitcode}, with no error in the logs"
     else:
