@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from . import consequences, torchrun_summary
-from .engine import Engine, LookupResult
+from .engine import Engine
 from .error_file import ErrorFile
 from .extract import Line, Scan, scan_text
 from .flight_recorder import Dump

@@ -47,11 +47,6 @@ class RankProgress:
     told_by: int | None = None  # the rank whose timeout it was told about (dump signal)
     barrier_missing: list[int] = field(default_factory=list)  # ranks its monitoredBarrier named
 
-    @property
-    def empty(self) -> bool:
-        return (self.timed_out_seq is None and self.last_enqueued is None and self.told_by is None
-                and not self.barrier_missing)
-
 
 def progress(texts) -> RankProgress:
     """Fold a rank's lines (in order) into its progress; later figures replace earlier ones."""
