@@ -6,6 +6,8 @@
     >>> engine = kb.Engine()
     >>> engine.lookup("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB").best.id
     'cuda-oom'
+    >>> kb.lookup_job(["tests/fixtures/jobs/cpu-stall/run"]).job.root.rank   # a whole job's files
+    1
 
 The public API is what this module exports (see __all__). Importing kb is cheap and never imports
 torch or textual: the names below are loaded on first use.
@@ -19,7 +21,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "Engine", "LookupResult", "Match", "HitRef", "Entry", "KnowledgeBase", "Facts", "Finding",
-    "Outcome", "Environment", "Evidence", "lookup", "load", "verify_entry", "verify_many",
+    "Outcome", "Environment", "Evidence", "lookup", "lookup_job", "load", "verify_entry", "verify_many",
     "probe_environment", "open_log", "__version__",
 ]
 
@@ -56,6 +58,16 @@ def lookup(text: str | bytes, top: int = 5, kb_dirs: Iterable[str] | None = None
     from .engine import default_engine
 
     return default_engine(kb_dirs).lookup(text, top=top).matches
+
+
+def lookup_job(paths: Iterable[str], top: int = 3, kb_dirs: Iterable[str] | None = None):
+    """A whole job: log files and folders (per-rank logs, torchrun's --log-dir, a `kb run`
+    folder, error files, Flight Recorder dumps). Returns kb.job_lookup.JobLookup: .result (a
+    LookupResult led by the root rank's entry) and .job (kb.job.JobView: .root, .ranks, .desync;
+    None when the input is one process's log)."""
+    from .engine import default_engine
+
+    return default_engine(kb_dirs).lookup_job(list(paths), top=top)
 
 
 def load(kb_dirs: Iterable[str] | None = None) -> KnowledgeBase:

@@ -48,17 +48,34 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(func=func)
         return sp
 
-    sp = add("lookup", "Find the entry for an error message or a whole log.",
+    sp = add("lookup", "Find the entry for an error message, a whole log, or a whole job.",
              '  kb lookup "CUDA error: device-side assert triggered"\n'
-             "  kubectl logs trainer-0 | kb lookup --stdin --json\n  kb lookup --file run.log.gz --top 3",
+             "  kubectl logs trainer-0 | kb lookup --stdin --json\n  kb lookup --file run.log.gz --top 3\n"
+             "  kb lookup logs/rank*.log            # one job: the root rank and the others' part\n"
+             "  kb lookup /tmp/torchelastic_x/      # torchrun --log-dir, error files, trace dumps\n"
+             "  kb lookup --batch --format jsonl ci-logs/*.log",
              _cmd_lookup)
-    src = sp.add_mutually_exclusive_group()
-    src.add_argument("text", nargs="?", help="the error text (quote it)")
-    src.add_argument("--stdin", action="store_true", help="read the log from standard input")
-    src.add_argument("--file", metavar="PATH", help="read the log from a file (.gz too)")
+    sp.add_argument("inputs", nargs="*", metavar="TEXT|PATH",
+                    help="the error text (quote it), or log files and folders of one job")
+    sp.add_argument("--stdin", action="store_true", help="read the log from standard input")
+    sp.add_argument("--file", action="append", default=[], metavar="PATH",
+                    help="a log file (.gz too); repeat it for a job's per-rank logs")
+    sp.add_argument("--batch", action="store_true",
+                    help="look up each file (a folder: each job) on its own, one result per input")
     sp.add_argument("--json", action="store_true", help="machine-readable output (see docs/json.md)")
-    sp.add_argument("--format", choices=["text", "json", "markdown"], default=None)
+    sp.add_argument("--format", choices=["text", "json", "jsonl", "markdown", "github"], default=None,
+                    help="jsonl: one object a line (per input with --batch); github: ::error annotations")
     sp.add_argument("--top", type=int, default=3, metavar="N", help="show at most N matches (default 3)")
+
+    sp = add("run", "Run a command (python, torchrun, srun...), and diagnose it if it fails.",
+             "  kb run -- torchrun --nproc_per_node=8 train.py\n"
+             "  kb run --run-dir runs/exp1 --json diagnosis.json -- python train.py\n"
+             "  srun kb run -- python train.py",
+             _cmd_run)
+    sp.add_argument("--run-dir", metavar="DIR",
+                    help="where the output, error files and trace dumps go (default ./kb-runs/<time>)")
+    sp.add_argument("--json", metavar="FILE", help="on failure, also write the diagnosis as JSON to FILE")
+    sp.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
 
     sp = add("show", "Show one entry in full.", "  kb show cuda-oom\n  kb show cuda-oom --markdown > issue.md",
              _cmd_show)
@@ -121,6 +138,12 @@ def _cmd_lookup(args) -> int:
     from .lookup_cli import run_lookup
 
     return run_lookup(args)
+
+
+def _cmd_run(args) -> int:
+    from .run_cli import run_command
+
+    return run_command(args)
 
 
 def _cmd_show(args) -> int:

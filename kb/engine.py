@@ -150,6 +150,12 @@ class Engine:
             s = scan(iter_chunks(source))
         return self.lookup_scan(s, top=top, fulltext=fulltext)
 
+    def lookup_job(self, paths: list[str], *, top: int = 3):
+        """Several files and folders read as one job: see kb.job_lookup (imported only here)."""
+        from .job_lookup import lookup_paths
+
+        return lookup_paths(self, paths, top=top)
+
     def hits(self, s: Scan) -> list[Hit]:
         """Every signature hit and every CUDA code sighting in a scan, in a stable order."""
         index = self.signatures

@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator
 
+from .rank_prefix import rank_of
+
 # Every error line kb knows holds one of these: TRIGGERS in any case, EXACT_TRIGGERS as written
 # ("cuda" in lower case is everywhere in training logs: cuda:0, torch.cuda, .cuda()). lint checks
 # each entry's examples against them (KB009's hint), so no signature is invisible to the scan.
@@ -41,7 +43,7 @@ _ANSI_SRC = (r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
 # Prefixes stamped on lines by launchers, schedulers, CI systems and loggers. Applied repeatedly
 # at the start of a line, so "2024-05-01T10:00:00Z [rank3]: [default0]: ..." is peeled in turn.
 _PREFIX_SRC = (
-    r"""^(?:
+    r"""(?:
         \s+
       | \d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*   # ISO timestamps
       | \[\d{4}-\d\d-\d\d[^\]]*\]\s*                                             # [2024-01-01 ...]
@@ -77,21 +79,30 @@ def _rx(name: str) -> re.Pattern:
 
 def clean_line(line: str) -> str:
     """A log line as the program printed it: no colour codes, no launcher or CI prefixes."""
+    return peel(line)[1]
+
+
+def peel(line: str) -> tuple[str, str]:
+    """(prefix, text): the launcher / scheduler / logger prefixes peeled off a line, and the line
+    as the program printed it. The prefix is kept because it says which rank printed the line
+    ([rank3]:, [default0]:, srun's "3: ") and when; see kb.rank_prefix."""
     if "\x1b" in line:
         line = _rx("ansi").sub("", line)
     line = line.rstrip("\r\n")
+    start = 0
     if line[:1] in _PREFIX_START:
         prefix = _rx("prefix")
         for _ in range(8):
-            m = prefix.match(line)
-            if not m or m.end() == 0:
+            m = prefix.match(line, start)
+            if not m or m.end() == start:
                 break
-            line = line[m.end():]
+            start = m.end()
+    head, line = line[:start], line[start:]
     if line.endswith(("│", "┃", "║")):
         line = _rx("box").sub("", line)
     if "**" in line:  # Markdown emphasis in pasted reports: "**RuntimeError: CUDA out of memory.**"
         line = _rx("bold").sub(r"\1", line)
-    return line.strip()
+    return head, line.strip()
 
 
 @dataclass
@@ -100,6 +111,10 @@ class Line:
     text: str  # cleaned
     count: int = 1  # how many times this exact line appeared
     after: str = ""  # for an OOM line: the lines after it, where a wrapped message's figures went
+    rank: int | None = None  # the rank its launcher prefix names ([rank3]:, [default3]:, "3: ")
+    prefix: str = ""  # what was peeled off (launcher prefixes, timestamps)
+    block: str = ""  # for torchrun's ChildFailedError line: the Failures / Root Cause block after it
+    source: int = 0  # which input it came from, when several are read as one job
 
 
 @dataclass
@@ -150,18 +165,22 @@ class _Window:
     def middle_full(self) -> bool:
         return len(self.middle) >= KEEP_MIDDLE
 
-    def add(self, number: int, raw: bytes, count: int = 1, after: bytes = b"") -> bool:
+    def add(self, number: int, raw: bytes, count: int = 1, after: bytes = b"", block: bytes = b"") -> bool:
         """Keep a line; False when it was a repeat (or blank after cleaning)."""
-        text = _text(raw)
+        prefix, text = _text(raw)
         if not text:
             return False
-        prev = self.seen.get(text)
+        rank = rank_of(prefix) if prefix else None
+        key = _key(rank, text)
+        prev = self.seen.get(key)
         if prev is not None:
             prev.count += count
             return False
-        ln = Line(number, text, count)
+        ln = Line(number, text, count, rank=rank, prefix=prefix[:200])
         if after:
             ln.after = " ".join(clean_line(a) for a in after.decode("utf-8", "replace").splitlines())[:KEEP_LINE]
+        if block:
+            ln.block = block.decode("utf-8", "replace")
         if not self.head_full:
             self.head.append(ln)
         else:
@@ -170,18 +189,23 @@ class _Window:
                 if not self.middle_full and _ERRORISH_TEXT.search(old.text):
                     self.middle.append(old)  # still in `seen`: its repeats keep folding into it
                 else:
-                    if self.seen.get(old.text) is old:
-                        del self.seen[old.text]
+                    old_key = _key(old.rank, old.text)
+                    if self.seen.get(old_key) is old:
+                        del self.seen[old_key]
                     self.dropped += 1
             self.tail.append(ln)
-        self.seen[text] = ln
+        self.seen[key] = ln
         return True
 
     def keep_middle(self, number: int, raw: bytes) -> bool:
-        text = _text(raw)
-        if not text or text in self.seen:
-            return bool(text)
-        ln = self.seen[text] = Line(number, text)
+        prefix, text = _text(raw)
+        if not text:
+            return False
+        rank = rank_of(prefix) if prefix else None
+        key = _key(rank, text)
+        if key in self.seen:
+            return True
+        ln = self.seen[key] = Line(number, text, rank=rank, prefix=prefix[:200])
         self.middle.append(ln)
         return True
 
@@ -189,8 +213,15 @@ class _Window:
         return self.head + sorted(self.middle, key=lambda ln: ln.number) + list(self.tail)
 
 
-def _text(raw: bytes) -> str:
-    return clean_line(raw[:KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))[:KEEP_LINE]
+def _text(raw: bytes) -> tuple[str, str]:
+    prefix, text = peel(raw[:KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))
+    return prefix, text[:KEEP_LINE]
+
+
+def _key(rank: int | None, text: str):
+    # The same line from two ranks is two pieces of evidence (the job view needs both); from
+    # one rank, or from a log without rank prefixes, a repeat.
+    return text if rank is None else (rank, text)
 
 
 # What an error line looks like, for the lines between head and tail (bytes for the bulk scan of
@@ -392,10 +423,30 @@ def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, 
             nxt = body.find(b"\n", end + 1)
             end = nxt if nxt != -1 else len(body)
         after = body[le + 1:end][:KEEP_LINE]
-    win.add(number, seg, count, after)
+    block = _failure_block(body, le) if b"ChildFailedError:" in seg else b""
+    win.add(number, seg, count, after, block)
     joined = _unwrapped(body, ls, le)
     if joined:
         win.add(number, joined)
+
+
+MAX_BLOCK = 64 << 10
+
+
+def _failure_block(body: bytes, le: int) -> bytes:
+    """The lines after torchrun's "ChildFailedError:" line, through the closing border of its
+    Failures / Root Cause summary (torch/distributed/elastic/multiprocessing/errors/__init__.py,
+    _MSG_FORMAT_TEMPLATE). Most of those lines hold no trigger word ("rank      : 1 (local_rank:
+    1)"), and the job view needs them in order, so they are kept whole, once per summary. Only
+    the part inside this chunk of input is seen: a summary cut by an 8 MiB chunk boundary is
+    read in part."""
+    end = min(len(body), le + 1 + MAX_BLOCK)
+    root = body.find(b"Root Cause (first observed failure)", le, end)
+    if root != -1:
+        border = body.find(b"\n====", root, end)
+        if border != -1:
+            end = border + 1
+    return body[le + 1:end]
 
 
 WRAP_WIDTHS = frozenset((80, 100, 120, 132, 140, 150, 160, 200, 240, 250, 256))

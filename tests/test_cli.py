@@ -19,7 +19,7 @@ def run(*argv, stdin=None):
 def test_version_and_help():
     rc, out, _ = run("--version")
     assert rc == 0 and out.startswith("kb ")
-    for cmd in ("lookup", "show", "list", "lint", "code", "index", "verify", "tui"):
+    for cmd in ("lookup", "run", "show", "list", "lint", "code", "index", "verify", "tui"):
         rc, out, _ = run(cmd, "--help")
         assert rc == 0 and "examples:" in out, cmd
 
@@ -113,6 +113,9 @@ def test_lookup_stdin_and_file(tmp_path):
     (["lookup", "--file", "/nonexistent/log"], "no such file"),
     (["lookup", "--file", "/"], "folder"),
     (["lookup", "--top", "0", "x"], "--top"),
+    (["lookup", "missing/rank0.log"], "no such file"),
+    (["lookup", "a.log", "b.log"], "no such file"),
+    (["lookup", "--stdin", "--file", "x.log"], "not both"),
 ])
 def test_lookup_usage_errors(args, msg):
     rc, _, err = run(*args)
@@ -134,3 +137,45 @@ def test_lookup_markdown():
 def test_main_in_process(capsys):
     assert main(["code", "cudaErrorAssert"]) == 0
     assert "710" in capsys.readouterr().out
+
+
+IMA = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+TIMEOUT = ("[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 "
+           "milliseconds before timing out.\n")
+
+
+def test_lookup_files_of_one_job(tmp_path):
+    (tmp_path / "rank0.log").write_text(TIMEOUT)
+    (tmp_path / "rank1.log").write_text("step 1\n" + IMA)
+    for argv in (["lookup", str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log")],
+                 ["lookup", "--file", str(tmp_path / "rank0.log"), "--file", str(tmp_path / "rank1.log")],
+                 ["lookup", str(tmp_path)]):
+        rc, out, _ = run(*argv, "--json")
+        d = json.loads(out)
+        assert rc == 0 and d["job"]["root"]["rank"] == 1, argv
+        assert d["matches"][0]["id"] == "cuda-illegal-memory-access"
+        assert d["matches"][0]["path"].endswith("rank1.log") and d["matches"][0]["line_number"] == 2
+    rc, out, _ = run("lookup", str(tmp_path))
+    assert out.startswith("job  root cause: rank 1")
+
+
+def test_lookup_batch_jsonl(tmp_path):
+    (tmp_path / "a.log").write_text(IMA)
+    (tmp_path / "b.log").write_text("all good\n")
+    rc, out, _ = run("lookup", "--batch", "--format", "jsonl", str(tmp_path / "a.log"), str(tmp_path / "b.log"))
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert rc == 0 and [r["input"]["name"] for r in rows] == [str(tmp_path / "a.log"), str(tmp_path / "b.log")]
+    assert rows[0]["matches"][0]["id"] == "cuda-illegal-memory-access" and rows[1]["matches"] == []
+    rc, out, _ = run("lookup", "--batch", "--format", "jsonl", str(tmp_path / "b.log"))
+    assert rc == 1
+    rc, out, _ = run("lookup", "--format", "jsonl", "--stdin", stdin=IMA.encode())
+    assert len(out.splitlines()) == 1 and json.loads(out)["matches"][0]["id"] == "cuda-illegal-memory-access"
+
+
+def test_lookup_github_annotations(tmp_path):
+    rc, out, _ = run("lookup", "--format", "github", "--stdin", stdin=("100% done\n" + IMA).encode())
+    assert rc == 0 and out.startswith("::error title=kb%3A cuda-illegal-memory-access::")
+    assert out.count("\n") == 1
+    rc, out, _ = run("lookup", "--format", "github", "nothing wrong here")
+    assert rc == 1 and out.startswith("::warning ")
