@@ -11,7 +11,6 @@ their results back with call_from_thread. The app reaches kb only through its pu
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
@@ -22,15 +21,33 @@ from textual import events, on
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.widgets import Footer, Input, OptionList, Static, TabbedContent, TabPane, TextArea
+from textual.timer import Timer
+from textual.widgets import (
+    Footer,
+    Input,
+    OptionList,
+    Static,
+    TabbedContent,
+    TabPane,
+    TextArea,
+)
 
-from kb import Engine, Entry, Environment, KnowledgeBase, LookupResult, Match, verification_status
+from kb import (
+    Engine,
+    Entry,
+    Environment,
+    KnowledgeBase,
+    LookupResult,
+    Match,
+    verification_status,
+)
 
-from . import keys
+from . import command_line, keys
 from .confirm_screen import ConfirmScreen
 from .detail_pane import DetailPane
 from .help_screen import HelpScreen
-from .log_source import READ_ERRORS, check, human_size, open_tolerant, problem, read_tail, spool, spool_path
+from .log_source import READ_ERRORS, human_size, problem, read_tail, spool, spool_path
+from .lookup import LookupFailed, look_up
 from .machine_status import MachineStatus
 from .results_list import NO_MATCH, ResultsList
 from .run_panel import RunPanel
@@ -64,6 +81,7 @@ class KbApp(App[int]):
         self.last_result_ms: float | None = None  # debounce firing -> list updated
         self.mounted_at: float | None = None
         self.ready_at: float | None = None  # the first frame is on the screen
+        self.kb_ready_at: float | None = None  # the entries are loaded and listed
         self._initial_text = text
         self._environment = environment
         self._torch_known = environment is not None
@@ -72,7 +90,7 @@ class KbApp(App[int]):
         self._prewarm = prewarm
         # A log read from a file or a pipe: looked up whole from `_log`, while the editor shows
         # its tail (`_area_tail`); once the editor's text differs from that tail, it is the input.
-        self._log = log
+        self._log_path = log
         self._log_label = str(log) if log is not None else ""
         self._stream = stream
         self._spool: Path | None = None
@@ -81,7 +99,7 @@ class KbApp(App[int]):
         self._area_tail: str | None = None
         self._message: tuple[str, str, bool] | None = None  # shown in the detail pane instead of an intro
         self._lookup_running = False
-        self._debounce = None
+        self._debounce: Timer | None = None
         self._generation = 0
         self._created = time.perf_counter()
 
@@ -129,7 +147,7 @@ class KbApp(App[int]):
             self.run_worker(self._probe_machine, thread=True, group="machine", exit_on_error=False)
         if self._stream is not None:
             self.run_worker(self._read_pipe, thread=True, group="input", exit_on_error=False)
-        elif self._log is not None:
+        elif self._log_path is not None:
             self._area_tail = ""  # the editor shows nothing of it yet
             self._message = ("Reading " + self._log_label + "…", "", False)
             self.query_one(DetailPane).show_message(*self._message)
@@ -175,6 +193,7 @@ class KbApp(App[int]):
             self._start_lookup()
         else:
             self._refresh_list(fresh=True)
+        self.kb_ready_at = time.perf_counter()
 
     # ------------------------------------------------------------------ the machine: GPU, torch
     def _probe_machine(self) -> None:
@@ -224,7 +243,7 @@ class KbApp(App[int]):
     # ------------------------------------------------------------------ a log from a file or a pipe
     def _read_log_tail(self) -> None:
         """Worker: the tail of the file for the editor (the lookup reads the file whole)."""
-        log = self._log
+        log = self._log_path
         if log is None:  # cleared meanwhile
             return
         try:
@@ -235,7 +254,7 @@ class KbApp(App[int]):
         self._call_ui(self._log_loaded, tail, size, trouble)
 
     def _log_failed(self, why: str) -> None:
-        self._log = None
+        self._log_path = None
         self._message = ("Cannot read the log", why, True)
         self.query_one(DetailPane).show_message(*self._message)
         self.notify(why, severity="error", timeout=15)
@@ -245,7 +264,8 @@ class KbApp(App[int]):
         if self.query_one("#paste", TextArea).text == (self._area_tail or ""):  # not typed over meanwhile
             self._load_area(tail, size)
         if trouble:
-            self.notify(trouble, severity="warning", timeout=15)
+            self.query_one("#paste", TextArea).border_subtitle = f"tail of {human_size(size)}, cut short"
+            self.notify(trouble, severity="warning", timeout=8)
         self._start_lookup()
 
     def _read_pipe(self) -> None:
@@ -254,7 +274,7 @@ class KbApp(App[int]):
         assert self._stream is not None
         self._spool = spool_path()
         self._area_tail = ""
-        self._log, self._log_label, self._streaming = self._spool, "the piped log", True
+        self._log_path, self._log_label, self._streaming = self._spool, "the piped log", True
         last = [time.monotonic()]
 
         def progress(n: int) -> None:
@@ -290,9 +310,13 @@ class KbApp(App[int]):
         """Put text in the editor without it counting as an edit (no debounced lookup of it)."""
         area = self.query_one("#paste", TextArea)
         if whole_size is not None and whole_size > len(text.encode()):
-            area.border_subtitle = f"last {human_size(len(text))} of {human_size(whole_size)}; all looked up"
+            area.border_subtitle = f"tail of {human_size(whole_size)}, all read"
         else:
             area.border_subtitle = ""
+        if whole_size is not None and self._log_label:
+            area.border_title = "piped log" if self._stream is not None else Path(self._log_label).name
+        else:
+            area.border_title = "Error or log"
         if whole_size is not None:
             self._area_tail = text
         with area.prevent(TextArea.Changed):
@@ -304,8 +328,8 @@ class KbApp(App[int]):
     def _lookup_target(self) -> Path | str | None:
         """What to look up: the log file when the editor still shows its tail, else the editor's text."""
         text = self.query_one("#paste", TextArea).text
-        if self._log is not None and (self._area_tail is None or text == self._area_tail):
-            return self._log
+        if self._log_path is not None and (self._area_tail is None or text == self._area_tail):
+            return self._log_path
         return text if text.strip() else None
 
     @on(TextArea.Changed, "#paste")
@@ -332,17 +356,9 @@ class KbApp(App[int]):
         def work() -> None:
             t0 = time.perf_counter()
             try:
-                if isinstance(target, Path):
-                    stream, raw = open_tolerant(target)
-                    with stream:
-                        result = engine.lookup(stream, top=TOP)
-                    if raw.error is not None:
-                        result.warnings.append(f"{problem(label, raw.error)}: results use the first "
-                                               f"{human_size(raw.read_bytes)}")
-                else:
-                    result = engine.lookup(target, top=TOP)
-            except READ_ERRORS as e:
-                self._call_ui(self._lookup_failed, gen, problem(label, e))
+                result = look_up(engine, target, label, TOP)
+            except LookupFailed as e:
+                self._call_ui(self._lookup_failed, gen, str(e))
                 return
             except Exception as e:  # the UI reports it; it must not take the app down
                 self._call_ui(self._lookup_failed, gen, f"lookup failed: {type(e).__name__}: {e}")
@@ -481,7 +497,7 @@ class KbApp(App[int]):
 
     def action_clear_paste(self) -> None:
         self._stop_spool.set()
-        self._log, self._area_tail, self._message = None, None, None
+        self._log_path, self._area_tail, self._message = None, None, None
         self._load_area("")
         self.query_one("#paste", TextArea).focus()
         self._start_lookup()
@@ -574,44 +590,6 @@ def create_app(kb: KnowledgeBase | None = None, text: str = "", log: Path | None
                  kb_dirs=kb_dirs, python=python, prewarm=prewarm, watch_gpu=watch_gpu)
 
 
-# ---------------------------------------------------------------------- command line
-def _attach_terminal() -> str | None:
-    """Make fd 0 (keys) and fd 2 (Textual's output) the terminal, even after reading a pipe."""
-    need_in = not os.isatty(0)
-    need_out = not os.isatty(2)
-    if not (need_in or need_out):
-        return None
-    try:
-        fd = os.open("/dev/tty", os.O_RDWR)
-    except OSError:
-        return ("the TUI needs a terminal, and there is none here (no /dev/tty). "
-                "For a log without a terminal use: kb lookup FILE (or pipe into kb lookup).")
-    if need_in:
-        os.dup2(fd, 0)
-    if need_out:
-        os.dup2(fd, 2)
-    os.close(fd)
-    return None
-
-
 def run_app(args: argparse.Namespace) -> int:
-    """`kb tui [--file PATH] [--kb-dir DIR]`, or a log piped in."""
-    path = getattr(args, "file", None)
-    log = Path(path) if path else None
-    stream: BinaryIO | None = None
-    if log is not None:
-        why = check(log)
-        if why:
-            print(f"kb: {why}", file=sys.stderr)
-            return 2
-    elif not os.isatty(0):
-        stream = os.fdopen(os.dup(0), "rb")  # read in the app; fd 0 becomes the terminal
-    problem_ = _attach_terminal()
-    if problem_:
-        if stream is not None:
-            stream.close()
-        print(f"kb: {problem_}", file=sys.stderr)
-        return 2
-    app = create_app(log=log, stream=stream, kb_dirs=getattr(args, "kb_dir", None), prewarm=True)
-    app.run()
-    return app.return_code or 0
+    """`kb tui` (kb.cli calls this)."""
+    return command_line.main(args, create_app)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,10 @@ KEYS: tuple[Key, ...] = (
 WIDGET_LETTERS = ("slash",)
 
 
-def bindings(keys: tuple[Key, ...] = KEYS) -> list[Binding]:
+def bindings(keys: tuple[Key, ...] = KEYS) -> list[BindingType]:
     """The app's bindings: the letter first (non-priority: a text box gets letters first), then
     the key that works anywhere (priority)."""
-    out: list[Binding] = []
+    out: list[BindingType] = []
     for k in keys:
         if k.letter and k.letter not in WIDGET_LETTERS:
             out.append(Binding(k.letter, k.action, k.label))
@@ -66,7 +66,7 @@ def display(key: str) -> str:
     return DISPLAY.get(key, key)
 
 
-def widget_bindings(keys: tuple[Key, ...] = KEYS) -> list[Binding]:
+def widget_bindings(keys: tuple[Key, ...] = KEYS) -> list[BindingType]:
     """The letters bound on the list and the detail rather than on the app (see WIDGET_LETTERS).
     Same action names as the app's (the footer shows one key per action name); the widgets pass
     them on with `forward`."""

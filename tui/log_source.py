@@ -36,7 +36,7 @@ def problem(path: str | os.PathLike[str], e: BaseException) -> str:
     if isinstance(e, PermissionError):
         return f"permission denied: {name}"
     if isinstance(e, EOFError):
-        return f"{name} is cut short: the gzip stream ends early ({e})"
+        return f"{name} is cut short (its gzip stream ends early)"
     if isinstance(e, (zlib.error, gzip.BadGzipFile)) or "CRC check failed" in str(e):
         return f"{name} is a damaged gzip file ({e})"
     return f"cannot read {name}: {getattr(e, 'strerror', None) or e}"

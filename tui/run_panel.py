@@ -18,6 +18,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import Button, RichLog, Static
 
 from kb import Entry, Environment, KnowledgeBase, Outcome
@@ -57,10 +58,13 @@ def verdict_of(outcome: Outcome, cancelled: bool = False) -> tuple[str, str]:
 
 def describe_environment(env: Environment) -> str:
     gpu = env.gpu
-    where = f"{gpu.name} (driver {gpu.driver})" if gpu is not None else \
-        "no GPU" + (f" ({env.gpu_reason})" if env.gpu_reason else "")
-    torch = f"torch {env.torch}" if env.torch else "torch not importable"
-    return f"{where} · {torch}" + (f" · CUDA {env.cuda}" if env.cuda else "")
+    where = f"{gpu.name} ×{gpu.count}, driver {gpu.driver}" if gpu is not None else \
+        "no GPU" + (f": {env.gpu_reason}" if env.gpu_reason else "")
+    if env.torch:
+        torch = f"torch {env.torch}" + (f", CUDA {env.cuda}" if env.cuda else " (CPU build)")
+    else:
+        torch = f"no torch in {env.python}" + (f": {env.torch_error}" if env.torch_error else "")
+    return f"{where}; {torch}"
 
 
 class RunPanel(Vertical):
@@ -77,14 +81,14 @@ class RunPanel(Vertical):
         self.running = False
         self._cancel = threading.Event()
         self._lines: deque[str] = deque()
-        self._flush_timer = None
+        self._flush_timer: Timer | None = None
         self._env_line = ""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="run-bar"):
             yield Static("No entry selected.", id="run-target", markup=False)
-            yield Button("Run (r)", id="run-start", variant="primary", compact=True)
-            yield Button("Cancel (c)", id="run-cancel", variant="error", compact=True, disabled=True)
+            yield Button("Run", id="run-start", variant="primary", compact=True)
+            yield Button("Cancel", id="run-cancel", variant="error", compact=True, disabled=True)
         yield Static("", id="run-verdict", markup=False)
         yield RichLog(id="run-log", max_lines=5000, min_width=20, wrap=True, markup=False, highlight=False)
 
@@ -143,7 +147,7 @@ class RunPanel(Vertical):
         try:
             self._lines.append("checking this machine (GPU, torch)…")
             env = get_environment()
-            self._env_line = "on " + describe_environment(env)
+            self._env_line = "here: " + describe_environment(env)
             self._lines.append(self._env_line)
             if cancel.is_set():
                 raise _Cancelled()

@@ -10,7 +10,16 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from kb import Entry, Environment, GpuInfo, KnowledgeBase, Outcome, inspect_gpu, probe_torch, verify_entry
+from kb import (
+    Entry,
+    Environment,
+    GpuInfo,
+    KnowledgeBase,
+    Outcome,
+    inspect_gpu,
+    probe_torch,
+    verify_entry,
+)
 
 
 class Verifier:
@@ -27,9 +36,3 @@ class Verifier:
         """Run the repro, then its fix check; blocks until both end, time out or are cancelled."""
         return verify_entry(entry, kb, env, python=python, on_line=on_line, cancel=cancel, trust=trust,
                             run_fix=True)
-
-    def probe(self, python: str) -> Environment:
-        gpu, reason = self.read_gpu()
-        torch, cuda, error = self.probe_torch(python)
-        return Environment(python=python, gpu=gpu, gpu_reason=reason, torch=torch, cuda=cuda,
-                           torch_error=error)

@@ -58,7 +58,8 @@ def gpu():
     """A machine with one H100 and a CUDA torch: fixed, so no probe runs in the tests."""
     from kb import Environment, GpuInfo
 
-    return Environment(gpu=GpuInfo("NVIDIA H100 80GB HBM3", 81559, 81559 - 1234, "570.86.15", 1, "9.0"),
+    return Environment(python="/opt/venv/bin/python",
+                       gpu=GpuInfo("NVIDIA H100 80GB HBM3", 81559, 81559 - 1234, "570.86.15", 1, "9.0"),
                        torch="2.8.0+cu128", cuda="12.8")
 
 
@@ -66,7 +67,8 @@ def gpu():
 def no_gpu_env():
     from kb import Environment
 
-    return Environment(gpu=None, gpu_reason="no NVIDIA driver? (NVML: NVML Shared Library Not Found)",
+    return Environment(python="/opt/venv/bin/python",
+                       gpu=None, gpu_reason="no NVIDIA driver? (NVML: NVML Shared Library Not Found)",
                        torch="", cuda="", torch_error="ModuleNotFoundError: No module named 'torch'")
 
 
