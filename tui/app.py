@@ -54,7 +54,8 @@ from .run_panel import RunPanel
 from .verifier import Verifier
 
 DEBOUNCE_S = 0.2
-MAX_AREA_CHARS = 1 << 20  # a bigger log is looked up whole but only its tail is put in the editor
+MAX_AREA_CHARS = 64 << 10  # a bigger log is looked up whole; the editor gets its tail (loading 1 MiB
+# into a soft-wrapping TextArea froze the UI for ~0.8 s; 64 KiB is ~900 lines and ~50 ms)
 LIVE_LOOKUP_S = 2.0  # while a pipe is still arriving, look up what came so far this often
 GPU_REFRESH_S = 5.0
 TOP = 8
@@ -410,7 +411,9 @@ class KbApp(App[int]):
         if self.result is None:
             statuses = {e.id: verification_status(e, kb.evidence_for(e.id)) for e in kb.entries}
             results.show_entries(kb.entries, statuses, filt)
-            results.border_title = f"Entries ({len(kb.entries)})"
+            shown = sum(1 for o in results.options if not o.disabled)
+            n = len(kb.entries)
+            results.border_title = f"Entries ({shown} of {n})" if filt.strip() else f"Entries ({n})"
         else:
             results.show_matches(self.result.matches, self.result.suggestions, filt)
             n = len(self.result.matches)

@@ -188,11 +188,16 @@ def test_q_quits_when_not_typing(fake_kb, gpu):
 
 
 def test_typing_is_debounced_into_one_lookup(fake_kb, gpu, monkeypatch):
+    import threading
+
     calls = []
+    threads = set()
+    main = threading.get_ident()
     real = tui_app.Engine.lookup
 
     def counting(self, text, **kw):
         calls.append(text)
+        threads.add("main" if threading.get_ident() == main else "worker")
         return real(self, text, **kw)
 
     monkeypatch.setattr(tui_app.Engine, "lookup", counting)
@@ -208,6 +213,7 @@ def test_typing_is_debounced_into_one_lookup(fake_kb, gpu, monkeypatch):
             assert calls[-1] == "CUDA error: an illegal memory access"
             assert option_ids(app) == ["fake-illegal-access"]
             assert app.last_result_ms is not None and app.last_result_ms < 1000
+        assert threads == {"worker"}  # never a lookup on the event loop
 
     run(go())
 
@@ -457,6 +463,50 @@ def test_run_app_without_a_terminal_says_so(monkeypatch, capsys):
     monkeypatch.setattr(command_line.os, "open", no_tty)
     assert run_app(SimpleNamespace(file=None, kb_dir=None)) == 2
     assert "needs a terminal" in capsys.readouterr().err
+
+
+def test_tui_reaches_kb_through_its_public_api_only():
+    """`from kb import ...` only: no kb submodules, no importlib look-ups, no Any."""
+    from pathlib import Path
+
+    import tui
+
+    for path in sorted(Path(tui.__file__).parent.glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for bad in ("from kb.", "import kb.", "importlib", "typing import Any", ": Any", "-> Any"):
+            assert bad not in source, f"{path.name}: {bad}"
+        for line in source.splitlines():
+            if line.startswith(("import kb", "from kb ")):
+                assert line.startswith("from kb import "), f"{path.name}: {line}"
+
+
+def test_entries_load_in_a_worker(monkeypatch):
+    import threading
+
+    main = threading.get_ident()
+    where = []
+    real = tui_app.Engine.knowledge.fget
+
+    def knowledge(self):
+        where.append("main" if threading.get_ident() == main else "worker")
+        return real(self)
+
+    monkeypatch.setattr(tui_app.Engine, "knowledge", property(knowledge))
+
+    async def go():
+        app = create_app(environment=no_probe_env())  # the bundled entries, loaded by the app
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, until=lambda: app.kb is not None)
+            assert len(option_ids(app)) == len(app.kb.entries) > 10
+        assert where and set(where) == {"worker"}
+
+    run(go())
+
+
+def no_probe_env():
+    from kb import Environment
+
+    return Environment(gpu=None, gpu_reason="NVML found no GPU", torch="", cuda="")
 
 
 def test_kb_never_imports_tui():
