@@ -98,7 +98,7 @@ def test_paste_gives_results_and_detail(fake_kb, gpu):
             order = ["fake-illegal-access · fake · high confidence", "a kernel touched memory",
                      "Try first", "Causes", "Diagnostics", "Other fixes", "Matched", "Verified on"]
             at = [text.index(s) for s in order]
-            assert at == sorted(at), list(zip(order, at))
+            assert at == sorted(at), list(zip(order, at, strict=True))
             # the OOM arithmetic of the log comes straight after what happened
             area.load_text(OOM_LOG)
             await settle(pilot)
@@ -248,6 +248,8 @@ def test_cancel_kills_a_running_repro(fake_kb, gpu, no_gpu_env):
             panel = app.query_one(RunPanel)
             await settle(pilot, until=lambda: "waiting for the other ranks" in log_text(app))
             assert panel.running
+            shown = footer_keys(app)  # while it runs, the footer offers to stop it, not to start another
+            assert shown.get("cancel") in ("c", "f5") and "run" not in shown
             await pilot.press("c")
             await settle(pilot, until=lambda: not panel.running, timeout=10)
             assert panel.outcome.status == "cancelled"
