@@ -34,7 +34,9 @@ def attach_terminal() -> str | None:
 
 def main(args: argparse.Namespace, make_app: Callable[..., App[int]]) -> int:
     """A file is checked before the screen changes (a bad one is said in one line, exit 2); a
-    pipe is handed to the app unread, which copies it in a worker while the screen is up."""
+    pipe is handed to the app unread, which copies it in a worker while the screen is up. A
+    folder (a job's rank logs) is refused for now: it belongs to kb's job lookup once that is in
+    kb's public API (see tui/lookup.py)."""
     path = getattr(args, "file", None)
     log = Path(path) if path else None
     stream: BinaryIO | None = None
