@@ -21,34 +21,41 @@ __version__ = "0.2.0"
 
 __all__ = [
     "Engine", "LookupResult", "Match", "HitRef", "Entry", "KnowledgeBase", "Facts", "Finding",
-    "Outcome", "Environment", "Evidence", "lookup", "lookup_job", "load", "verify_entry", "verify_many",
-    "probe_environment", "open_log", "__version__",
+    "Outcome", "Environment", "Evidence", "lookup", "lookup_job", "load", "verify_entry",
+    "verify_many", "probe_environment", "probe_torch", "GpuInfo", "inspect_gpu",
+    "verification_status", "evidence_line", "open_log", "__version__",
 ]
 
 if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
     from .diagnose import Finding
     from .engine import Engine, LookupResult, open_log
     from .facts import Facts
+    from .gpu import GpuInfo
+    from .gpu import inspect as inspect_gpu
     from .knowledge import KnowledgeBase
     from .model import Entry, Evidence, HitRef, Match
-    from .verify import Environment, Outcome, probe_environment, verify_entry, verify_many
+    from .render import evidence_line, verification_status
+    from .verify import Environment, Outcome, probe_environment, probe_torch, verify_entry, verify_many
 
 _LAZY = {
     "Engine": "engine", "LookupResult": "engine", "open_log": "engine",
     "Match": "model", "HitRef": "model", "Entry": "model", "Evidence": "model",
     "KnowledgeBase": "knowledge", "Facts": "facts", "Finding": "diagnose",
     "Outcome": "verify", "Environment": "verify", "verify_entry": "verify", "verify_many": "verify",
-    "probe_environment": "verify",
+    "probe_environment": "verify", "probe_torch": "verify",
+    "GpuInfo": "gpu", "inspect_gpu": "gpu:inspect",  # name: "module" or "module:its name there"
+    "verification_status": "render", "evidence_line": "render",
 }
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    where = _LAZY.get(name)
+    if where is None:
         raise AttributeError(f"module 'kb' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f"kb.{module}"), name)
+    module, _, attr = where.partition(":")
+    value = getattr(importlib.import_module(f"kb.{module}"), attr or name)
     globals()[name] = value  # later look-ups skip this function
     return value
 

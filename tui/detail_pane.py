@@ -1,14 +1,17 @@
-"""DetailPane: one entry in full, and why it matched this log.
+"""DetailPane: what the log says, in the order a person needs it.
 
-Rendered as one rich Group in one Static (a single update per selection, cheap to swap). Colours
-come from the app's theme variables at render time, and the pane re-renders when the theme
-changes, so light and dark themes both read well.
+For an entry: what happened (one line), the diagnosis of this log with its numbers, the fix to
+try first, then causes, diagnostics, the other fixes, the entry's own description, the matched
+line and signature, and the evidence per GPU kind. A full-text suggestion is shown under a banner
+saying it is a guess; when nothing matched, the pane says so first and lists the guesses as
+guesses. Rendered as one rich Group in one Static (one update per selection); colours come from
+the theme at render time, and the pane re-renders when the theme changes.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Callable
 
 from rich.console import Group, RenderableType
 from rich.padding import Padding
@@ -18,16 +21,16 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from kb.diagnose import Finding
-from kb.model import Entry, Evidence, Match
-from kb.render import evidence_line, verification_status
+from kb import Entry, Evidence, Finding, LookupResult, Match, evidence_line
+
+from .keys import widget_bindings
 
 INTRO = ("Paste an error message or a whole log into the box on the left: matching entries appear "
-         "as you type. With the box empty, every entry is listed; type / to filter them. "
-         "Press ? for keys.")
+         "as you type. With the box empty, every entry is listed; / filters them. f1 lists the keys.")
+Styles = dict[str, str]
 
 
-def highlight_line(line: str, pattern: str | None, ignore_case: bool, styles: dict[str, str]) -> Text:
+def highlight_line(line: str, pattern: str | None, ignore_case: bool, styles: Styles) -> Text:
     """The matched line with the signature's span underlined and each captured value marked."""
     text = Text(line)
     if not pattern:
@@ -46,33 +49,97 @@ def highlight_line(line: str, pattern: str | None, ignore_case: bool, styles: di
     return text
 
 
-def bullet(text: str | Text, st: dict[str, str], mark: str = "•") -> Table:
+def first_sentence(text: str) -> tuple[str, str]:
+    """(the first sentence, the rest) of an entry's summary."""
+    flat = " ".join(text.split())
+    m = re.search(r"(?<=[.!?])\s+(?=[A-Z(`'\"])", flat)
+    if not m or m.start() < 20:
+        return flat, ""
+    return flat[:m.start()], flat[m.end():]
+
+
+def bullet(text: str | Text, st: Styles, mark: str = "•") -> Table:
     """A list item whose wrapped lines hang under its text, not under the mark."""
     grid = Table.grid(padding=(0, 1, 0, 0))
-    grid.add_column(width=max(3, len(mark)), justify="right", style=st["dim"])
+    grid.add_column(width=max(2, len(mark)), justify="right", style=st["dim"])
     grid.add_column(ratio=1)
     grid.add_row(mark, text)
     return grid
 
 
+def figure(value: str, st: Styles) -> Text:
+    """One value of a finding's arithmetic: the number bold, how it was worked out dim after it."""
+    m = re.match(r"^(.*\S)\s+=\s+(\S+(?: [KMGT]?i?B)?)$", value)
+    if m:  # "a - b = c": the result first, its sum after
+        return Text.assemble((m.group(2), "bold"), (f"\n= {m.group(1)}", st["dim"]))
+    head, sep, rest = value.partition("  ")
+    return Text.assemble((head, "bold"), (f"\n{rest.strip()}" if sep else "", st["dim"]))
+
+
+def figures(lines: list[str], st: Styles) -> RenderableType:
+    """A finding's arithmetic ("label    value" rows) as two columns whose values wrap in place."""
+    rows = [re.match(r"^(\S.{0,30}?)\s{2,}(\S.*)$", ln) for ln in lines]
+    if not lines or not all(rows):
+        return Padding(Text("\n".join(lines), style=st["dim"], overflow="fold"), (0, 0, 0, 2))
+    grid = Table.grid(padding=(0, 1, 0, 0))
+    grid.add_column(style=st["dim"], no_wrap=True, max_width=24)
+    grid.add_column(ratio=1, overflow="fold")
+    for m in rows:
+        assert m is not None
+        grid.add_row(m.group(1), figure(m.group(2), st))
+    return Padding(grid, (0, 0, 0, 2))
+
+
 class DetailPane(VerticalScroll):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    BINDINGS = widget_bindings()
+
+    async def action_focus_filter(self) -> None:
+        await self.app.run_action("focus_filter")
+
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._shown: tuple | None = None
+        self._build: Callable[[Styles], list[RenderableType]] | None = None
 
     def compose(self):
         yield Static(id="detail-body")
 
     def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._rerender())
-        self.show(None)
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._paint(scroll_home=False))
+        self.show_intro()
 
-    def _rerender(self) -> None:
-        if self._shown is not None:
-            self.show(*self._shown)
+    # ------------------------------------------------------------------ what can be shown
+    def show_intro(self) -> None:
+        self._show(lambda st: [Text(INTRO, style=st["dim"])])
+
+    def show_message(self, title: str, text: str = "", bad: bool = False) -> None:
+        """A state rather than an entry: reading a pipe, a file that cannot be read, loading."""
+        def parts(st: Styles) -> list[RenderableType]:
+            out: list[RenderableType] = [Text(title, style=f"bold {st['bad' if bad else 'warn']}")]
+            if text:
+                out.append(Text(text, style=st["dim"]))
+            return out
+        self._show(parts)
+
+    def show_no_match(self, result: LookupResult) -> None:
+        self._show(lambda st: self._no_match(result, st))
+
+    def show_entry(self, entry: Entry, evidence: list[Evidence], match: Match | None = None,
+                   result: LookupResult | None = None, guess: bool = False) -> None:
+        self._show(lambda st: self._entry(entry, evidence, match, result, guess, st))
+
+    def _show(self, render: Callable[[Styles], list[RenderableType]]) -> None:
+        self._build = render
+        self._paint()
+
+    def _paint(self, scroll_home: bool = True) -> None:
+        if self._build is None:
+            return
+        self.query_one("#detail-body", Static).update(Group(*self._build(self._styles())))
+        if scroll_home:
+            self.scroll_home(animate=False)
 
     # ------------------------------------------------------------------ styles
-    def _styles(self) -> dict[str, str]:
+    def _styles(self) -> Styles:
         tv = self.app.theme_variables
         dark = self.app.current_theme.dark
 
@@ -85,116 +152,226 @@ class DetailPane(VerticalScroll):
             "head": f"bold {c('text-accent', c('accent', 'magenta'))}",
             "ok": c("text-success", "green"), "warn": c("text-warning", "yellow"),
             "bad": c("text-error", "red"), "dim": "dim",
+            "banner": f"bold {c('text-warning', 'yellow')} on {c('warning-muted', 'default')}",
             "match": f"bold {c('text-accent', 'magenta')}",
             "capture": f"bold reverse {c('text-warning', 'yellow')}",
             "code_bg": c("panel", "default"),
             "syntax": "monokai" if dark else "friendly",
         }
 
-    # ------------------------------------------------------------------ content
-    def show(self, entry: Entry | None, match: Match | None = None, diagnosis: list[Finding] | None = None,
-             evidence: list[Evidence] | None = None, note: str = "") -> None:
-        self._shown = (entry, match, diagnosis, evidence, note)
-        st = self._styles()
-        parts: list[RenderableType] = []
-        if entry is None:
-            parts.append(Text(note or INTRO, style=st["dim"]))
-            if diagnosis:
-                parts += self._diagnosis(diagnosis, st)
-        else:
-            parts += self._header(entry, evidence or [], st)
-            if match is not None:
-                parts += self._why(entry, match, st)
-            if diagnosis:
-                parts += self._diagnosis(diagnosis, st)
-            parts += self._body(entry, evidence or [], st)
-        self.query_one("#detail-body", Static).update(Group(*parts))
-        self.scroll_home(animate=False)
-
-    def _section(self, title: str, st: dict[str, str]) -> Text:
+    @staticmethod
+    def _section(title: str, st: Styles) -> Text:
         return Text("\n" + title, style=st["head"])
 
-    def _header(self, e: Entry, evs: list[Evidence], st: dict[str, str]) -> list[RenderableType]:
-        status = verification_status(e, evs)
-        status_style = st["ok"] if status in ("reproduced", "fix-verified") else st["dim"]
-        meta = Text.assemble((e.id, "bold"), (f" · {e.area}", st["dim"]),
-                             (" · local entry" if e.local else "", st["warn"]),
-                             (" · ", st["dim"]), (status, status_style))
-        return [Text(e.title, style=st["title"]), meta, Text(""), Text(e.summary.strip())]
-
-    def _why(self, e: Entry, m: Match, st: dict[str, str]) -> list[RenderableType]:
-        out: list[RenderableType] = [self._section("Why it matched", st)]
-        conf_style = {"high": st["ok"], "medium": st["warn"]}.get(m.confidence, st["dim"])
-        out.append(Text.assemble(("confidence ", st["dim"]), (m.confidence, f"bold {conf_style}"),
-                                 (f"  via {m.source}", st["dim"]), (f"  score {m.score:.1f}", st["dim"])))
-        if m.source == "signature" and m.signature:
-            sig = e.signature(m.signature)
-            if m.line:
-                out.append(Text.assemble((f"line {m.line_number}: " if m.line_number else "line: ", st["dim"]),
-                                         highlight_line(m.line.strip(), sig.pattern if sig else None,
-                                                        bool(sig and sig.ignore_case), st)))
-            out.append(Text.assemble(("signature ", st["dim"]), (m.signature, "bold"),
-                                     (f"  {sig.era}" if sig and sig.era else "", st["dim"])))
-            if sig:
-                out.append(Text.assemble(("pattern   ", st["dim"]), (sig.pattern, st["dim"])))
-        elif m.source == "code":
-            out.append(Text(f"The log names CUDA error {m.captures.get('code', '?')} "
-                            f"({m.captures.get('api', '?')} numbering), which this entry owns."))
-        elif m.source == "fulltext":
-            out.append(Text(f"No signature fired; full-text search: {m.captures.get('terms', '?')} of the "
-                            f"message's terms are in this entry (coverage {m.captures.get('coverage', '?')}).",
+    # ------------------------------------------------------------------ nothing matched
+    def _no_match(self, r: LookupResult, st: Styles) -> list[RenderableType]:
+        why = "The input looks binary, not a log." if r.binary else (
+            "No signature of any entry fired on it, and no CUDA error code in it belongs to an entry.")
+        out: list[RenderableType] = [Text("No entry matched this log.", style=f"bold {st['warn']}"),
+                                     Text(why, style=st["dim"])]
+        if r.diagnosis:
+            out += self._diagnosis(r.diagnosis, None, st)
+        if r.suggestions:
+            out.append(self._section("Guesses (full text, unconfirmed)", st))
+            out.append(Text("Entries that share words with the log. None is a match: read one (↓ in "
+                            "the list) as a lead, not as the answer.", style=st["dim"]))
+            for s in r.suggestions:
+                terms = s.captures.get("terms", "?")
+                out.append(bullet(Text.assemble((s.id, "bold"), (f"  {terms} terms", st["dim"]),
+                                                "\n", s.entry.title), st, "?"))
+        else:
+            out.append(Text("\nNo entry comes close either. Paste the first error line of the log, or "
+                            "the lines around it; a traceback's last line usually names the error.",
                             style=st["dim"]))
-        caps = {k: v for k, v in m.captures.items() if m.source == "signature"}
-        if caps:
-            cap_text = Text("captured  ", style=st["dim"])
-            for i, (k, v) in enumerate(caps.items()):
-                cap_text.append(("  " if i else "") + f"{k}=")
-                cap_text.append(str(v), style=st["capture"])
-            out.append(cap_text)
+        out += self._input_notes(r, st)
         return out
 
-    def _diagnosis(self, findings: list[Finding], st: dict[str, str]) -> list[RenderableType]:
+    @staticmethod
+    def _terms(m: Match) -> str:
+        found, _, asked = m.captures.get("terms", "?/?").partition("/")
+        return f"{found} of the log's {asked} search terms are in this entry"
+
+    def _input_notes(self, r: LookupResult, st: Styles) -> list[RenderableType]:
+        n = r.lines_scanned
+        notes = [f"{n:,} line{'s' if n != 1 else ''} read"] + list(r.warnings)
+        return [Text("\n" + " · ".join(notes), style=st["dim"])]
+
+    # ------------------------------------------------------------------ one entry
+    def _entry(self, e: Entry, evs: list[Evidence], m: Match | None, r: LookupResult | None, guess: bool,
+               st: Styles) -> list[RenderableType]:
+        out: list[RenderableType] = []
+        happened, rest = first_sentence(e.summary)
+        if guess and m is not None:
+            out.append(Text(" GUESS, NOT A MATCH ", style=st["banner"]))
+            out.append(Text(f"No signature of this entry fired on the log: it shares words with it "
+                            f"({self._terms(m)}). Check it against the log before acting on it.",
+                            style=st["warn"]))
+            out.append(Text(""))
+        meta = Text.assemble((e.id, "bold"), (f" · {e.area}", st["dim"]),
+                             (" · local entry" if e.local else "", st["warn"]))
+        if m is not None and not guess:
+            conf = {"high": st["ok"], "medium": st["warn"]}.get(m.confidence, st["dim"])
+            meta.append_text(Text.assemble((" · ", st["dim"]), (f"{m.confidence} confidence", conf)))
+        out.append(meta)
+        if m is None:
+            out.append(Text(e.title, style=st["title"]))
+        out.append(Text(happened, style="bold"))
+        if r is not None:
+            out += self._diagnosis(r.diagnosis, None if guess else m, st)
+        out += self._fixes(e, st)
+        out += self._causes(e, st)
+        out += self._diagnostics(e, st)
+        out += self._more_fixes(e, st)
+        out.append(self._section("About this error", st))
+        out.append(Text(e.title, style=st["title"]))
+        if rest:
+            out.append(Text(rest))
+        if m is not None:
+            out += self._matched(e, m, guess, st)
+        out += self._evidence(e, evs, st)
+        if e.references:
+            out.append(self._section("References", st))
+            for ref in e.references:
+                out.append(bullet(Text.assemble((ref.get("title", "") + " ", ""), (ref["url"], st["dim"])), st))
+        if r is not None:
+            out += self._input_notes(r, st)
+        return out
+
+    def _diagnosis(self, findings: list[Finding], m: Match | None, st: Styles) -> list[RenderableType]:
+        caps = {k: v for k, v in m.captures.items()} if m is not None and m.source != "fulltext" else {}
+        if not findings and not caps:
+            return []
         out: list[RenderableType] = [self._section("Diagnosis of this log", st)]
         for f in findings:
             out.append(Text(f.verdict, style="bold"))
             if f.lines:
-                out.append(Padding(Text("\n".join(f.lines), style=st["dim"], overflow="fold"), (0, 0, 0, 4)))
+                out.append(figures(f.lines, st))
             for a in f.advice:
                 out.append(bullet(a, st))
+        if caps and not findings:
+            out.append(self._values(caps, st))
         return out
 
-    def _body(self, e: Entry, evs: list[Evidence], st: dict[str, str]) -> list[RenderableType]:
-        out: list[RenderableType] = []
-        if e.causes:
-            out.append(self._section("Causes (most likely first)", st))
-            for i, c in enumerate(e.causes, 1):
-                out.append(bullet(Text(c.get("title", ""), style="bold"), st, f"{i}."))
-                if c.get("detail"):
-                    out.append(Padding(Text(c["detail"].strip()), (0, 0, 0, 4)))
-                if c.get("evidence"):
-                    out.append(Padding(Text.assemble(("tells it apart: ", st["dim"]), c["evidence"].strip()),
-                                       (0, 0, 0, 4)))
-        if e.diagnostics:
-            out.append(self._section("Diagnostics", st))
-            for d in e.diagnostics:
-                out.append(bullet(Text(d.get("title", ""), style="bold"), st))
-                out.append(Padding(Text("$ " + d.get("command", ""), style=st["ok"]), (0, 0, 0, 4)))
-                if d.get("tells"):
-                    out.append(Padding(Text(d["tells"].strip(), style=st["dim"]), (0, 0, 0, 4)))
-        if e.fixes:
-            out.append(self._section("Fixes (best first; y copies the first code)", st))
-            for i, f in enumerate(e.fixes, 1):
-                out.append(bullet(Text(f.get("title", ""), style="bold"), st, f"{i}."))
-                if f.get("detail"):
-                    out.append(Padding(Text(f["detail"].strip()), (0, 0, 0, 4)))
-                if f.get("code"):
-                    out.append(Padding(Syntax(f["code"].rstrip(), f.get("lang", "python"), theme=st["syntax"],
-                                              background_color=st["code_bg"], word_wrap=True),
-                                       (0, 0, 0, 4)))
-        for nr in e.not_reproducible:
-            out.append(Text.assemble(("\nnot reproducible today ", st["warn"]), (f"({nr.get('signature')}): ", st["dim"]),
-                                     str(nr.get("reason", "")).strip()))
-        out.append(self._section("Verification", st))
+    @staticmethod
+    def _values(caps: dict[str, str], st: Styles) -> Text:
+        """The values the signature captured; a CUDA code in words."""
+        caps = dict(caps)
+        text = Text("in the log  ", style=st["dim"])
+        if "code" in caps and "api" in caps:
+            code, api = caps.pop("code"), caps.pop("api")
+            name, wrapper = caps.pop("name", ""), caps.pop("wrapper", "")
+            text.append("CUDA error ")
+            text.append(code, style=st["capture"])
+            text.append(f" {name}" if name else "")
+            text.append(f" ({api} API" + (f", reported by {wrapper})" if wrapper and wrapper != "cuda" else ")"),
+                        style=st["dim"])
+            if caps:
+                text.append("  ")
+        for i, (k, v) in enumerate(caps.items()):
+            text.append(("  " if i else "") + f"{k}=")
+            text.append(str(v), style=st["capture"])
+        return text
+
+    def _code(self, fix: dict, st: Styles) -> RenderableType:
+        return Padding(Syntax(fix["code"].rstrip(), fix.get("lang", "python"), theme=st["syntax"],
+                              background_color=st["code_bg"], word_wrap=True), (0, 0, 0, 3))
+
+    def _fixes(self, e: Entry, st: Styles) -> list[RenderableType]:
+        if not e.fixes:
+            return []
+        fix = e.fixes[0]
+        has_code = any(f.get("code") for f in e.fixes)
+        out: list[RenderableType] = [self._section("Try first" + ("  (y copies the code)" if has_code else ""), st),
+                                     bullet(Text(fix.get("title", ""), style="bold"), st, "1.")]
+        if fix.get("detail"):
+            out.append(Padding(Text(" ".join(fix["detail"].split())), (0, 0, 0, 3)))
+        if fix.get("code"):
+            out.append(self._code(fix, st))
+        return out
+
+    def _more_fixes(self, e: Entry, st: Styles) -> list[RenderableType]:
+        if len(e.fixes) < 2:
+            return []
+        out: list[RenderableType] = [self._section("Other fixes", st)]
+        for i, fix in enumerate(e.fixes[1:], 2):
+            out.append(bullet(Text(fix.get("title", ""), style="bold"), st, f"{i}."))
+            if fix.get("detail"):
+                out.append(Padding(Text(" ".join(fix["detail"].split())), (0, 0, 0, 3)))
+            if fix.get("code"):
+                out.append(self._code(fix, st))
+        return out
+
+    def _causes(self, e: Entry, st: Styles) -> list[RenderableType]:
+        if not e.causes:
+            return []
+        out: list[RenderableType] = [self._section("Causes (most likely first)", st)]
+        for i, c in enumerate(e.causes, 1):
+            out.append(bullet(Text(c.get("title", ""), style="bold"), st, f"{i}."))
+            if c.get("detail"):
+                out.append(Padding(Text(" ".join(c["detail"].split())), (0, 0, 0, 3)))
+            if c.get("evidence"):
+                out.append(Padding(Text.assemble(("tells it apart: ", st["dim"]), " ".join(c["evidence"].split())),
+                                   (0, 0, 0, 3)))
+        return out
+
+    def _diagnostics(self, e: Entry, st: Styles) -> list[RenderableType]:
+        if not e.diagnostics:
+            return []
+        out: list[RenderableType] = [self._section("Diagnostics", st)]
+        for d in e.diagnostics:
+            out.append(bullet(Text(d.get("title", ""), style="bold"), st))
+            out.append(Padding(Text("$ " + d.get("command", ""), style=st["ok"], overflow="fold"), (0, 0, 0, 3)))
+            if d.get("tells"):
+                out.append(Padding(Text(" ".join(d["tells"].split()), style=st["dim"]), (0, 0, 0, 3)))
+        return out
+
+    def _matched(self, e: Entry, m: Match, guess: bool, st: Styles) -> list[RenderableType]:
+        if guess:
+            return [self._section("Why it is listed", st),
+                    Text(f"Full-text search only: {self._terms(m)} (coverage "
+                         f"{m.captures.get('coverage', '?')}). No signature fired.", style=st["dim"])]
+        out: list[RenderableType] = [self._section("Matched", st)]
+        sig = e.signature(m.signature) if m.signature else None
+        if m.source == "code":
+            out.append(Text(f"The log names CUDA error {m.captures.get('code', '?')} "
+                            f"({m.captures.get('api', '?')} numbering), which this entry owns."))
+        if m.line:
+            out.append(Text.assemble((f"line {m.line_number}  " if m.line_number else "line  ", st["dim"]),
+                                     highlight_line(m.line.strip(), sig.pattern if sig else None,
+                                                    bool(sig and sig.ignore_case), st)))
+        if sig is not None:
+            out.append(Text.assemble(("signature ", st["dim"]), (sig.id, "bold"),
+                                     (f"  {sig.era}" if sig.era else "", st["dim"]),
+                                     (f"  score {m.score:.1f}", st["dim"])))
+        caps = {k: v for k, v in m.captures.items()}
+        if caps:
+            out.append(self._values(caps, st))
+        others = [h for h in m.hits if h.line_number != m.line_number]
+        for h in others[:4]:
+            out.append(Text.assemble((f"also line {h.line_number}  ", st["dim"]), (h.signature, "bold"),
+                                     ("  " + h.line.strip()[:200], st["dim"])))
+        if len(others) > 4:
+            out.append(Text(f"and {len(others) - 4} more lines", style=st["dim"]))
+        if sig is not None:
+            out.append(Text.assemble(("pattern   ", st["dim"]), (sig.pattern, st["dim"])))
+        return out
+
+    def _evidence(self, e: Entry, evs: list[Evidence], st: Styles) -> list[RenderableType]:
+        out: list[RenderableType] = [self._section("Verified on", st)]
+        by_gpu: dict[str, list[Evidence]] = {}
+        for ev in evs:
+            by_gpu.setdefault(ev.gpu or "no GPU", []).append(ev)
+        if not by_gpu:
+            out.append(Text(evidence_line(evs), style=st["dim"]))
+        for gpu, group in by_gpu.items():
+            last = max(group, key=lambda ev: ev.date)
+            good = last.status == "reproduced"
+            fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(last.fix_status, "")
+            runs = f" ({len(group)} runs)" if len(group) > 1 else ""
+            out.append(bullet(Text.assemble((gpu, "bold"), f": {last.status}{fix}",
+                                            (f"\ntorch {last.torch}, CUDA {last.cuda}, driver {last.driver}, "
+                                             f"{last.date}{runs}", st["dim"])),
+                              st, "✓" if good else "✗"))
         if e.repro is None:
             out.append(Text("This entry has no repro.", style=st["dim"]))
         else:
@@ -202,17 +379,10 @@ class DetailPane(VerticalScroll):
             needs = "a GPU" if req.gpu else "no GPU"
             if req.gpu and req.gpus > 1:
                 needs = f"{req.gpus} GPUs"
-            out.append(Text.assemble(("repro needs ", st["dim"]), needs,
-                                     (f", expects {', '.join(e.repro.expect)}", st["dim"]),
-                                     ("; fix check included" if e.fix_check else "", st["dim"]),
-                                     ("  — r runs it here", st["dim"])))
-        if not evs:
-            out.append(Text(evidence_line(evs), style=st["dim"]))
-        for ev in evs:
-            good = ev.status == "reproduced"
-            out.append(Text.assemble(("✓ " if good else "✗ ", st["ok"] if good else st["bad"]), ev.summary()))
-        if e.references:
-            out.append(self._section("References", st))
-            for r in e.references:
-                out.append(bullet(Text.assemble((r.get("title", "") + " ", ""), (r["url"], st["dim"])), st))
+            out.append(Text.assemble(("Its repro needs ", st["dim"]), needs,
+                                     ("; a fix check follows it" if e.fix_check else "", st["dim"]),
+                                     (". r runs it here.", st["dim"])))
+        for nr in e.not_reproducible:
+            out.append(Text.assemble(("not reproducible today ", st["warn"]), (f"({nr.get('signature')}): ", st["dim"]),
+                                     " ".join(str(nr.get("reason", "")).split())))
         return out

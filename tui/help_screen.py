@@ -1,33 +1,40 @@
-"""HelpScreen: every key, in one modal page."""
+"""HelpScreen: every key, in one modal page, in columns built from the same table as the bindings."""
 
 from __future__ import annotations
 
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-HELP = """\
-[b]kb — PyTorch / CUDA error knowledge base[/b]
+from .keys import KEYS, display
 
-Paste an error or a whole log on the left: matching entries appear as you
-type. Select one to read why it matched, the diagnosis, causes and fixes.
-Leave the paste area empty to browse every entry.
+INTRO = ("Paste an error or a whole log on the left (or pipe one in: cmd 2>&1 | kb tui). "
+         "Matching entries appear as you type; the detail says what happened, the diagnosis of "
+         "this log and the fix to try first. With the box empty, every entry is listed.")
+MORE = [("↑ ↓", "choose an entry in the list"),
+        ("tab", "next pane (shift+tab: the one before)"),
+        ("pgup pgdn", "scroll the pane with the focus"),
+        ("ctrl+p", "command palette (themes, screenshot)")]
+AFTER = ("A result marked guess is a full-text suggestion: no signature of that entry fired. "
+         "Repros of entries from your own folders (--kb-dir, KB_PATH) run only after you confirm; "
+         "verdicts are not recorded (kb verify --record does that).")
 
-[b $text-accent]Keys[/]
-  [b]i[/]            edit the paste area      [b]esc[/]  leave it / cancel
-  [b]/[/]            filter the list          [b]↑ ↓[/]  choose an entry
-  [b]tab[/]          next pane                [b]d / l[/] details / run log
-  [b]r[/]  [b]F5[/]       run the repro on this machine, then its fix check
-  [b]c[/]  [b]esc[/]      cancel a running repro
-  [b]y[/]            copy the first fix's code to the clipboard
-  [b]ctrl+x[/]       clear the paste area
-  [b]?[/]  [b]F1[/]       this help               [b]q[/]  [b]ctrl+q[/] quit
 
-Repros of entries from your own folders (--kb-dir, KB_PATH) run only
-after you confirm. Verdicts are not recorded: use `kb verify --record`.
-"""
+def keys_table() -> Table:
+    table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 2, 0, 0), expand=False)
+    table.add_column("letter", style="bold", no_wrap=True)
+    table.add_column("anywhere", style="bold", no_wrap=True)
+    table.add_column("does", ratio=1)
+    for k in KEYS:
+        table.add_row(display(k.letter), display(k.anywhere), k.help)
+    for keys, does in MORE:
+        table.add_row("", keys, does)
+    return table
 
 
 class HelpScreen(ModalScreen[None]):
@@ -35,8 +42,16 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
-            yield Static(HELP, id="help-text")
-            yield Static("[$text-muted]esc to close[/]", id="help-close")
+            yield Static(id="help-text")
+            yield Static("[$text-muted]esc closes[/]", id="help-close")
+
+    def on_mount(self) -> None:
+        accent = self.app.theme_variables.get("text-accent", "magenta")
+        title = Text("kb: PyTorch and CUDA failures, explained and reproduced", style="bold")
+        heads = Text.assemble(("Keys: ", f"bold {accent}"),
+                              ("a letter works outside the text boxes; the other key anywhere", "dim"))
+        self.query_one("#help-text", Static).update(
+            Group(title, Text(""), Text(INTRO), Text(""), heads, keys_table(), Text(""), Text(AFTER, style="dim")))
 
     def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
         self.dismiss(result)

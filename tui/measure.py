@@ -5,8 +5,9 @@ knowledge base, in this process:
 
 - import: `import tui.app` (Textual, rich, kb's lookup);
 - mount: App created -> on_mount finished (the screen is laid out; first paint follows);
-- first frame: App created -> Textual's Ready event (the first frame is displayed; the entry
-  list is filled by then: the knowledge base loads during mount);
+- first frame: App created -> Textual's Ready event (the first frame is displayed);
+- entries: App created -> the entry list filled (the knowledge base loads in a worker, started
+  after the first frame);
 - result: the debounce timer firing -> the results list updated, for a one-line paste and a
   large log (lookup runs in a worker; this includes the hop back to the UI thread).
 """
@@ -44,11 +45,12 @@ async def measure(rounds: int) -> dict[str, float]:
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
         out["mount_ms"] = (app.mounted_at - app._created) * 1000
-        while app.ready_at is None:
+        while app.ready_at is None or app.kb_ready_at is None:
             await asyncio.sleep(0.002)
         assert app.query_one(ResultsList).option_count
         out["first_frame_ms"] = (app.ready_at - app._created) * 1000
-        out["usable_total_ms"] = T_IMPORT * 1000 + out["first_frame_ms"]
+        out["entries_ms"] = (app.kb_ready_at - app._created) * 1000
+        out["usable_total_ms"] = T_IMPORT * 1000 + max(out["first_frame_ms"], out["entries_ms"])
         area = app.query_one("#paste", TextArea)
         for name, text in (("one_line", ONE_LINE), ("log_10k_lines", big_log(10_000))):
             results, lookups = [], []

@@ -1,4 +1,9 @@
-"""ResultsList: the entries that matched the pasted text, or every entry when nothing is pasted."""
+"""ResultsList: the entries that matched the pasted text, or every entry when nothing is pasted.
+
+Each row is the entry id whole on its own line (ids are what people search and quote), then a
+muted line: how sure, where in the log, or the entry's title. When nothing matched, the first row
+says so and is selected; full-text suggestions follow under their own heading, marked "guess".
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,12 @@ from textual.content import Content
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from kb.model import Entry, Match
+from kb import Entry, Match
+
+from .keys import widget_bindings
 
 CONFIDENCE_STYLE = {"high": "$text-success", "medium": "$text-warning", "low": "$text-muted"}
+NO_MATCH = "kb:no-match"  # the row that stands for "nothing matched" (entry ids have no colon)
 
 
 def entry_matches_filter(entry: Entry, words: list[str]) -> bool:
@@ -19,11 +27,16 @@ def entry_matches_filter(entry: Entry, words: list[str]) -> bool:
 
 
 class ResultsList(OptionList):
-    """Option ids are entry ids; anything else (a heading, "nothing matched") is disabled."""
+    """Option ids are entry ids, or NO_MATCH; headings are disabled rows."""
+
+    BINDINGS = widget_bindings()
+
+    async def action_focus_filter(self) -> None:
+        await self.app.run_action("focus_filter")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.mode = "browse"  # browse | matches
+        self.mode = "browse"  # browse | matches | no-match
 
     @property
     def selected_id(self) -> str | None:
@@ -43,19 +56,27 @@ class ResultsList(OptionList):
 
     def show_matches(self, matches: list[Match], suggestions: list[Match], filter_text: str = "") -> None:
         keep = self.selected_id
-        self.mode = "matches"
         words = filter_text.lower().split()
-        options: list[Option] = []
-        for m in matches:
-            if words and not entry_matches_filter(m.entry, words):
-                continue
-            options.append(Option(self._match_prompt(m), id=m.id))
-        if not options:
-            why = "No entry matched this text." if not matches else "No match passes the filter."
-            options.append(Option(Content.styled(why, "$text-muted"), disabled=True))
-            for s in suggestions:
-                if not words or entry_matches_filter(s.entry, words):
-                    options.append(Option(self._match_prompt(s, suggestion=True), id=s.id))
+        options: list[Option] = [Option(self._match_prompt(m), id=m.id) for m in matches
+                                 if not words or entry_matches_filter(m.entry, words)]
+        if matches:
+            self.mode = "matches"
+            if not options:
+                options.append(Option(Content.styled("No match passes the filter.", "$text-muted"), disabled=True))
+            self._replace(options, keep)
+            return
+        self.mode = "no-match"
+        guesses = [s for s in suggestions if not words or entry_matches_filter(s.entry, words)]
+        n = len(suggestions)
+        more = f"{n} full-text guess{'es' if n != 1 else ''} below" if n else "no close entry either"
+        options.append(Option(Content.assemble(("✗ No entry matched", "bold $text-warning"), "\n",
+                                               (f"  {more}", "$text-muted")), id=NO_MATCH))
+        if guesses:
+            options.append(Option(Content.styled("Guesses (full text, unconfirmed)", "italic $text-muted"),
+                                  disabled=True))
+            options += [Option(self._guess_prompt(s), id=s.id) for s in guesses]
+        elif suggestions:
+            options.append(Option(Content.styled("No guess passes the filter.", "$text-muted"), disabled=True))
         self._replace(options, keep)
 
     def show_entries(self, entries: Iterable[Entry], statuses: dict[str, str], filter_text: str = "") -> None:
@@ -70,19 +91,29 @@ class ResultsList(OptionList):
         self._replace(options, keep)
 
     @staticmethod
-    def _match_prompt(m: Match, suggestion: bool = False) -> Content:
-        conf = "maybe" if suggestion else m.confidence
-        style = "$text-muted" if suggestion else CONFIDENCE_STYLE.get(m.confidence, "")
-        where = m.line.strip() if m.line else (f"code {m.captures['code']}" if m.source == "code" and "code" in m.captures
-                                               else m.entry.title)
-        loc = f"L{m.line_number} " if m.line_number and m.line else ""
+    def _match_prompt(m: Match) -> Content:
+        style = CONFIDENCE_STYLE.get(m.confidence, "")
+        if m.line:
+            where = (f"L{m.line_number} " if m.line_number else "") + m.line.strip()
+        elif m.source == "code" and "code" in m.captures:
+            where = f"CUDA code {m.captures['code']}"
+        else:
+            where = m.entry.title
         return Content.assemble(
-            (f"{conf:<6} ", f"bold {style}"), (m.id, "bold"), ("  (local)" if m.entry.local else "", "$text-muted"),
-            "\n", (f"  {loc}{where[:160]}", "$text-muted"))
+            (m.id, "bold"), (" (local)" if m.entry.local else "", "$text-muted"), "\n",
+            ("  " + m.confidence, style), (f" · {where[:200]}", "$text-muted"))
+
+    @staticmethod
+    def _guess_prompt(m: Match) -> Content:
+        terms = m.captures.get("terms", "")
+        return Content.assemble(
+            (m.id, ""), (" (local)" if m.entry.local else "", "$text-muted"), "\n",
+            ("  guess", "italic $text-warning"), (f" · {terms} terms" if terms else "", "$text-muted"),
+            (f" · {m.entry.title[:200]}", "$text-muted"))
 
     @staticmethod
     def _entry_prompt(e: Entry, status: str) -> Content:
         style = {"fix-verified": "$text-success", "reproduced": "$text-success"}.get(status, "$text-muted")
         return Content.assemble(
-            (e.id, "bold"), ("  " + e.area, "$text-muted"), ("  (local)" if e.local else "", "$text-muted"),
-            "\n", ("  " + (status or "-"), style), ("  " + e.title[:160], "$text-muted"))
+            (e.id, "bold"), (" (local)" if e.local else "", "$text-muted"), "\n",
+            ("  " + (status or "-"), style), (f" · {e.area} · {e.title[:200]}", "$text-muted"))

@@ -1,6 +1,6 @@
 """RunPanel: runs one entry's repro (then its fix check) here, streams the output, ends in a verdict.
 
-The run happens in a thread worker (kb.verify.verify_entry blocks on a subprocess). Output lines
+The run happens in a thread worker (kb.verify_entry blocks on a subprocess). Output lines
 arrive on that thread; they are queued and flushed onto the log every 50 ms, so a chatty repro
 cannot flood the UI with one message per line. Cancel sets the threading.Event verify_entry
 watches, which kills the subprocess.
@@ -12,30 +12,33 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import Button, RichLog, Static
 
-from kb.model import Entry
+from kb import Entry, Environment, KnowledgeBase, Outcome
+
+from .verifier import Verifier
 
 VERDICT_CLASSES = ("-good", "-bad", "-neutral", "-running")
 
 
-def verdict_of(outcome: Any, cancelled: bool = False) -> tuple[str, str]:
-    """(banner text, css class) for a kb.verify Outcome."""
-    status = getattr(outcome, "status", "error")
-    detail = (getattr(outcome, "detail", "") or "").strip()
-    took = getattr(outcome, "duration_s", None)
-    took_s = f"  ({took:.1f} s)" if isinstance(took, (int, float)) and took > 0 else ""
+def verdict_of(outcome: Outcome, cancelled: bool = False) -> tuple[str, str]:
+    """(banner text, css class) for a verification Outcome."""
+    status = outcome.status
+    detail = (outcome.detail or "").strip()
+    took = outcome.duration_s
+    took_s = f"  ({took:.1f} s)" if took > 0 else ""
     if status == "cancelled" or (cancelled and status == "error"):
         return "CANCELLED: the repro was stopped and its processes killed" + took_s, "-neutral"
     if status == "reproduced":
-        matched = ", ".join(getattr(outcome, "matched", ()) or ()) or "?"
-        fix = getattr(outcome, "fix_status", "")
+        matched = ", ".join(outcome.matched) or "?"
+        fix = outcome.fix_status
         why = detail.rsplit("; ", 1)[-1] if "; " in detail else ""
         fix_text = {"fix-verified": " · FIX VERIFIED",
                     "fix-failed": " · FIX FAILED" + (f": {why}" if why else ""),
@@ -43,7 +46,7 @@ def verdict_of(outcome: Any, cancelled: bool = False) -> tuple[str, str]:
         return f"REPRODUCED: matched {matched}{fix_text}{took_s}", \
             "-bad" if fix == "fix-failed" else "-good"
     if status == "not-reproduced":
-        instead = ", ".join(getattr(outcome, "matched_instead", ()) or ())
+        instead = ", ".join(outcome.matched_instead)
         why = f"; the output matched {instead} instead" if instead else ""
         return f"NOT REPRODUCED{why}" + (f": {detail}" if detail else "") + took_s, "-bad"
     if status == "timeout":
@@ -53,37 +56,39 @@ def verdict_of(outcome: Any, cancelled: bool = False) -> tuple[str, str]:
     return f"ERROR: {detail or status}" + took_s, "-bad"
 
 
-def describe_environment(env: Any) -> str:
-    gpu = getattr(env, "gpu", None)
-    where = f"{gpu.name} (driver {gpu.driver})" if gpu is not None else \
-        "no GPU" + (f" ({env.gpu_reason})" if getattr(env, "gpu_reason", "") else "")
-    torch = getattr(env, "torch", "")
-    cuda = getattr(env, "cuda", "")
-    return f"{where} · torch {torch or 'not importable'}" + (f" · CUDA {cuda}" if cuda else "")
+def describe_environment(env: Environment) -> str:
+    gpu = env.gpu
+    where = f"{gpu.name} ×{gpu.count}, driver {gpu.driver}" if gpu is not None else \
+        "no GPU" + (f": {env.gpu_reason}" if env.gpu_reason else "")
+    if env.torch:
+        torch = f"torch {env.torch}" + (f", CUDA {env.cuda}" if env.cuda else " (CPU build)")
+    else:
+        torch = f"no torch in {env.python}" + (f": {env.torch_error}" if env.torch_error else "")
+    return f"{where}; {torch}"
 
 
 class RunPanel(Vertical):
     class Finished(Message):
-        def __init__(self, outcome: Any, cancelled: bool) -> None:
+        def __init__(self, outcome: Outcome, cancelled: bool) -> None:
             super().__init__()
             self.outcome = outcome
             self.cancelled = cancelled
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.entry: Entry | None = None
-        self.outcome: Any = None
+        self.outcome: Outcome | None = None
         self.running = False
         self._cancel = threading.Event()
         self._lines: deque[str] = deque()
-        self._flush_timer = None
+        self._flush_timer: Timer | None = None
         self._env_line = ""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="run-bar"):
             yield Static("No entry selected.", id="run-target", markup=False)
-            yield Button("Run r", id="run-start", variant="primary", compact=True)
-            yield Button("Cancel c", id="run-cancel", variant="error", compact=True, disabled=True)
+            yield Button("Run", id="run-start", variant="primary", compact=True)
+            yield Button("Cancel", id="run-cancel", variant="error", compact=True, disabled=True)
         yield Static("", id="run-verdict", markup=False)
         yield RichLog(id="run-log", max_lines=5000, min_width=20, wrap=True, markup=False, highlight=False)
 
@@ -107,8 +112,8 @@ class RunPanel(Vertical):
         banner.display = True
 
     # ------------------------------------------------------------------ running
-    def start(self, entry: Entry, kb: Any, get_environment: Callable[[], Any], verify: Any,
-              trust: bool = False, python: str = sys.executable) -> bool:
+    def start(self, entry: Entry, kb: KnowledgeBase, get_environment: Callable[[], Environment],
+              verifier: Verifier, trust: bool = False, python: str = sys.executable) -> bool:
         if self.running:
             return False
         self.set_target(entry)
@@ -124,7 +129,7 @@ class RunPanel(Vertical):
         self.query_one("#run-cancel", Button).disabled = False
         self._flush_timer = self.set_interval(0.05, self._flush)
         cancel = self._cancel
-        self.run_worker(lambda: self._work(entry, kb, get_environment, verify, trust, python, cancel),
+        self.run_worker(lambda: self._work(entry, kb, get_environment, verifier, trust, python, cancel),
                         thread=True, group="repro", exclusive=True, exit_on_error=False)
         return True
 
@@ -135,23 +140,29 @@ class RunPanel(Vertical):
         self._lines.append("^C cancelling…")
         return True
 
-    def _work(self, entry, kb, get_environment, verify, trust, python, cancel: threading.Event) -> None:
-        outcome: Any
+    def _work(self, entry: Entry, kb: KnowledgeBase, get_environment: Callable[[], Environment],
+              verifier: Verifier, trust: bool, python: str, cancel: threading.Event) -> None:
+        outcome: Outcome
         t0 = time.monotonic()
         try:
             self._lines.append("checking this machine (GPU, torch)…")
             env = get_environment()
-            self._env_line = "on " + describe_environment(env)
+            self._env_line = "here: " + describe_environment(env)
             self._lines.append(self._env_line)
             if cancel.is_set():
                 raise _Cancelled()
-            outcome = verify.verify_entry(entry, kb, env, python=python, on_line=self._lines.append,
-                                          cancel=cancel, trust=trust, run_fix=True)
+            outcome = verifier.verify_entry(entry, kb, env, python=python, on_line=self._lines.append,
+                                            cancel=cancel, trust=trust)
         except _Cancelled:
-            outcome = _Failure(entry.id, "error", "cancelled", time.monotonic() - t0)
+            outcome = Outcome(entry.id, "cancelled", detail="cancelled before the repro started",
+                              duration_s=time.monotonic() - t0)
         except Exception as e:  # the UI reports it; it must not take the app down
-            outcome = _Failure(entry.id, "error", f"{e.__class__.__name__}: {e}", time.monotonic() - t0)
-        self.app.call_from_thread(self._done, outcome, cancel.is_set())
+            outcome = Outcome(entry.id, "error", detail=f"{e.__class__.__name__}: {e}",
+                              duration_s=time.monotonic() - t0)
+        try:
+            self.app.call_from_thread(self._done, outcome, cancel.is_set())
+        except RuntimeError:  # the app closed while the repro ran
+            pass
 
     def _flush(self) -> None:
         if not self._lines:
@@ -161,14 +172,14 @@ class RunPanel(Vertical):
         for _ in range(n):
             log.write(Text(self._lines.popleft().rstrip("\n")))
 
-    def _rewrite_sections(self, log: RichLog, outcome: Any) -> None:
+    def _rewrite_sections(self, log: RichLog, outcome: Outcome) -> None:
         """Once both programs ran, show their outputs apart: the stream could not tell them apart."""
         log.clear()
         log.write(Text(f"$ kb verify {outcome.entry_id}", style="bold"))
         if self._env_line:
             log.write(Text(self._env_line))
         log.write(Text(f"── repro (exit code {outcome.exit_code}) ──", style="bold"))
-        matched = [m.rstrip(".") for m in getattr(outcome, "lines", ()) or ()]
+        matched = [m.rstrip(".") for m in outcome.lines]
         for line in (outcome.output or "").splitlines():
             hit = any(m and line.strip().startswith(m) for m in matched)  # the lines the signatures matched
             log.write(Text(line, style="bold underline" if hit else ""))
@@ -176,7 +187,7 @@ class RunPanel(Vertical):
         for line in (outcome.fix_output or "").splitlines():
             log.write(Text(line))
 
-    def _done(self, outcome: Any, cancelled: bool) -> None:
+    def _done(self, outcome: Outcome, cancelled: bool) -> None:
         self._flush()
         if self._flush_timer is not None:
             self._flush_timer.stop()
@@ -186,9 +197,9 @@ class RunPanel(Vertical):
         text, cls = verdict_of(outcome, cancelled)
         self._banner(text, cls)
         log = self.query_one("#run-log", RichLog)
-        if getattr(outcome, "fix_output", "") or getattr(outcome, "fix_exit_code", None) is not None:
+        if outcome.fix_output or outcome.fix_exit_code is not None:
             self._rewrite_sections(log, outcome)
-        detail = (getattr(outcome, "detail", "") or "").strip()
+        detail = (outcome.detail or "").strip()
         log.write(Text(text.split("  (")[0], style="bold"))
         if detail and detail not in text:
             log.write(Text(detail))
@@ -199,17 +210,3 @@ class RunPanel(Vertical):
 
 class _Cancelled(Exception):
     pass
-
-
-class _Failure:
-    """An Outcome-shaped record for runs that never reached verify_entry's own verdict."""
-
-    def __init__(self, entry_id: str, status: str, detail: str, duration_s: float) -> None:
-        self.entry_id = entry_id
-        self.status = status
-        self.fix_status = ""
-        self.detail = detail
-        self.duration_s = duration_s
-        self.output = ""
-        self.matched: tuple[str, ...] = ()
-        self.matched_instead: tuple[str, ...] = ()

@@ -36,17 +36,16 @@ def _tui_env(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fake_kb():
+    from dataclasses import replace
+
+    from kb import Evidence, KnowledgeBase
     from kb.knowledge import load
-    from kb.model import Evidence
 
-    # Load from a fixed place, so paths shown on screen (the local-entry confirmation names the
-    # file) are the same in every checkout and the snapshots stay stable.
-    import shutil
-
-    stable = Path("/tmp/kb-tui-fixtures")
-    shutil.rmtree(stable, ignore_errors=True)
-    shutil.copytree(FIXTURES, stable)
-    kb = load([str(stable / "local")], bundled=[stable / "entries"], use_cache=False)
+    loaded = load([str(FIXTURES / "local")], bundled=[FIXTURES / "entries"], use_cache=False)
+    # Paths shown on screen (the local-entry confirmation names the file) are made the same in
+    # every checkout, so the snapshots are stable without copying the fixtures to a shared place.
+    entries = [replace(e, path=f"/home/you/kb-entries/{Path(e.path).name}") for e in loaded.entries]
+    kb = KnowledgeBase(entries, loaded.problems, content_hash=loaded.content_hash, warnings=loaded.warnings)
     kb.evidence = {"fake-illegal-access": [Evidence(
         entry="fake-illegal-access", status="reproduced", fix_status="fix-verified",
         gpu="NVIDIA H100 80GB HBM3", gpu_memory_mib=81559, driver="570.86.15", cuda="12.8",
@@ -56,16 +55,21 @@ def fake_kb():
 
 @pytest.fixture
 def gpu():
-    from tui.services import GpuState
+    """A machine with one H100 and a CUDA torch: fixed, so no probe runs in the tests."""
+    from kb import Environment, GpuInfo
 
-    return GpuState(True, "NVIDIA H100 80GB HBM3", 1234, 81559, "570.86.15", 1)
+    return Environment(python="/opt/venv/bin/python",
+                       gpu=GpuInfo("NVIDIA H100 80GB HBM3", 81559, 81559 - 1234, "570.86.15", 1, "9.0"),
+                       torch="2.8.0+cu128", cuda="12.8")
 
 
 @pytest.fixture
 def no_gpu_env():
-    from kb.verify import Environment
+    from kb import Environment
 
-    return Environment(gpu=None, gpu_reason="NVML unavailable: no NVIDIA driver?", torch="", cuda="")
+    return Environment(python="/opt/venv/bin/python",
+                       gpu=None, gpu_reason="no NVIDIA driver? (NVML: NVML Shared Library Not Found)",
+                       torch="", cuda="", torch_error="ModuleNotFoundError: No module named 'torch'")
 
 
 async def settle(pilot, until=None, timeout: float = 15.0) -> None:

@@ -15,11 +15,11 @@ from conftest import ILLEGAL, OOM_LOG, settle
 from textual.widgets import Input, TextArea
 
 import tui.app as tui_app
-from tui.app import create_app, read_input, run_app
+from tui.app import create_app, run_app
 from tui.confirm_screen import ConfirmScreen
-from tui.gpu_status import GpuStatus
 from tui.help_screen import HelpScreen
-from tui.results_list import ResultsList
+from tui.machine_status import MachineStatus, status_line
+from tui.results_list import NO_MATCH, ResultsList
 from tui.run_panel import RunPanel
 
 
@@ -29,7 +29,16 @@ def run(coro):
 
 def option_ids(app) -> list[str]:
     results = app.query_one(ResultsList)
-    return [o.id for o in results.options if not o.disabled]
+    return [o.id for o in results.options if not o.disabled and o.id != NO_MATCH]
+
+
+def footer_keys(app) -> dict[str, str]:
+    """What the footer shows: action -> the key it names."""
+    out: dict[str, str] = {}
+    for ab in app.screen.active_bindings.values():
+        if ab.binding.show:
+            out.setdefault(ab.binding.action, app.get_key_display(ab.binding))
+    return out
 
 
 def detail_text(app) -> str:
@@ -52,12 +61,12 @@ def banner(app) -> str:
 
 def test_browse_lists_every_entry_and_filters(fake_kb, gpu):
     async def go():
-        app = create_app(kb=fake_kb, gpu=gpu)
+        app = create_app(kb=fake_kb, environment=gpu)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             assert option_ids(app) == ["fake-gpu-oom", "fake-hang", "fake-illegal-access", "fake-local-entry"]
             assert app.query_one(ResultsList).border_title == "Entries (4)"
-            await pilot.press("escape", "slash", *"hang")
+            await pilot.press("slash", *"hang")
             assert isinstance(app.focused, Input)
             assert option_ids(app) == ["fake-hang"]
             await pilot.press("enter")
@@ -69,9 +78,11 @@ def test_browse_lists_every_entry_and_filters(fake_kb, gpu):
 
 def test_paste_gives_results_and_detail(fake_kb, gpu):
     async def go():
-        app = create_app(kb=fake_kb, gpu=gpu)
+        app = create_app(kb=fake_kb, environment=gpu)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
+            assert isinstance(app.focused, ResultsList)  # keys work at once; a paste still lands in the box
+            await pilot.press("i")
             area = app.query_one("#paste", TextArea)
             assert app.focused is area
             area.insert("noise before\n" + ILLEGAL + "\n")
@@ -79,61 +90,137 @@ def test_paste_gives_results_and_detail(fake_kb, gpu):
             assert option_ids(app) == ["fake-illegal-access"]
             assert app.query_one(ResultsList).border_title == "Matches (1)"
             text = detail_text(app)
-            assert "Why it matched" in text
-            assert "line 2: " + ILLEGAL in text
+            assert "line 2  " + ILLEGAL in text
             assert "signature torch-modern" in text
             assert "Causes (most likely first)" in text and "Mask every load and store" in text
-            assert "reproduced, fix verified on NVIDIA H100 80GB HBM3" in text  # the evidence
-            # the OOM arithmetic of the log, next to its entry
+            assert "NVIDIA H100 80GB HBM3: reproduced, fix verified" in text  # the evidence, per GPU
+            # the order a person needs: what happened, the fix, causes, ..., the matched line, evidence
+            order = ["fake-illegal-access · fake · high confidence", "a kernel touched memory",
+                     "Try first", "Causes", "Diagnostics", "Other fixes", "Matched", "Verified on"]
+            at = [text.index(s) for s in order]
+            assert at == sorted(at), list(zip(order, at, strict=True))
+            # the OOM arithmetic of the log comes straight after what happened
             area.load_text(OOM_LOG)
             await settle(pilot)
             assert option_ids(app) == ["fake-gpu-oom"]
             text = detail_text(app)
-            assert "Diagnosis of this log" in text
+            assert text.index("Diagnosis of this log") < text.index("Try first") < text.index("Matched")
             assert re.search(r"requested\s+20\.00 GiB", text)
-            assert "captured  requested=20.00 GiB" in text
-            # nothing matches: the list says so; full-text near misses are offered as "maybe"
+            assert "in the log  requested=20.00 GiB" in text
+            # nothing matches: the list and the detail say so; no suggestion is opened as the answer
             area.load_text("all good today")
             await settle(pilot)
             assert app.result.matches == []
-            first = app.query_one(ResultsList).get_option_at_index(0)
-            assert first.disabled and "No entry matched this text." in str(first.prompt)
+            results = app.query_one(ResultsList)
+            assert results.border_title == "No match" and results.selected_id == NO_MATCH
+            assert "No entry matched" in str(results.get_option_at_index(0).prompt)
+            assert detail_text(app).startswith("No entry matched this log.")
             assert option_ids(app) == [m.id for m in app.result.suggestions]
             # emptied: back to browsing
-            await pilot.press("ctrl+x")
+            await pilot.press("ctrl+l")
             await settle(pilot)
             assert len(option_ids(app)) == 4
 
     run(go())
 
 
+def test_no_match_lists_guesses_as_guesses(fake_kb, gpu):
+    text = "watchdog operation timeout in the collective allreduce of the ranks"
+
+    async def go():
+        app = create_app(kb=fake_kb, environment=gpu, text=text)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            assert app.result.matches == [] and app.result.suggestions
+            results = app.query_one(ResultsList)
+            assert results.selected_id == NO_MATCH
+            shown = detail_text(app)
+            assert shown.startswith("No entry matched this log.")
+            assert "Guesses (full text, unconfirmed)" in shown and "fake-hang" in shown
+            await pilot.press("down")
+            assert results.selected_id == app.result.suggestions[0].id
+            shown = detail_text(app)
+            assert shown.startswith(" GUESS, NOT A MATCH ")
+            assert "No signature of this entry fired" in shown
+            assert "Matched" not in shown and "Why it is listed" in shown
+            assert "guess" in str(results.get_option_at_index(results.highlighted).prompt)
+
+    run(go())
+
+
+def test_every_action_has_a_key_in_the_footer_wherever_the_focus_is(fake_kb, gpu):
+    from tui.keys import KEYS
+
+    async def go():
+        app = create_app(kb=fake_kb, environment=gpu, text=ILLEGAL)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            idle = {k.action for k in KEYS} - {"cancel", "escape"}  # cancel: only while running
+            shown = footer_keys(app)
+            assert idle - {"focus_paste"} <= set(shown) | {"focus_paste"} and "focus_paste" in shown
+            assert shown["quit"] in ("q", "^q") and shown["run"] == "r" and shown["copy_fix"] == "y"
+            await pilot.press("i")  # typing: letters type, so the footer names the keys that still work
+            shown = footer_keys(app)
+            assert {a: shown.get(a) for a in ("quit", "help", "run", "copy_fix", "focus_filter", "escape")} == {
+                "quit": "^q", "help": "f1", "run": "f5", "copy_fix": "^o", "focus_filter": "^f", "escape": "esc"}
+            await pilot.press("q")
+            assert app.is_running and app.query_one("#paste", TextArea).text.endswith("q")
+            await pilot.press("ctrl+f")
+            assert isinstance(app.focused, Input)
+            shown = footer_keys(app)
+            assert shown["focus_paste"] == "f2" and "focus_filter" not in shown
+            await pilot.press("ctrl+q")
+        assert app.return_code in (0, None)
+
+    run(go())
+
+
+def test_q_quits_when_not_typing(fake_kb, gpu):
+    async def go():
+        app = create_app(kb=fake_kb, environment=gpu)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("q")
+            await pilot.pause()
+            assert not app.is_running
+
+    run(go())
+
+
 def test_typing_is_debounced_into_one_lookup(fake_kb, gpu, monkeypatch):
+    import threading
+
     calls = []
+    threads = set()
+    main = threading.get_ident()
     real = tui_app.Engine.lookup
 
     def counting(self, text, **kw):
         calls.append(text)
+        threads.add("main" if threading.get_ident() == main else "worker")
         return real(self, text, **kw)
 
     monkeypatch.setattr(tui_app.Engine, "lookup", counting)
+    monkeypatch.setattr(tui_app, "DEBOUNCE_S", 0.6)  # a loaded test machine can be slow between keys
 
     async def go():
-        app = create_app(kb=fake_kb, gpu=gpu)
+        app = create_app(kb=fake_kb, environment=gpu)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
-            await pilot.press(*"CUDA error: an illegal memory access")
+            await pilot.press("i", *"CUDA error: an illegal memory access")
             await settle(pilot)
             assert len(calls) <= 2, calls  # not one per key
             assert calls[-1] == "CUDA error: an illegal memory access"
             assert option_ids(app) == ["fake-illegal-access"]
             assert app.last_result_ms is not None and app.last_result_ms < 1000
+        assert threads == {"worker"}  # never a lookup on the event loop
 
     run(go())
 
 
 def test_run_repro_streams_then_verdict_and_fix(fake_kb, gpu, no_gpu_env):
     async def go():
-        app = create_app(kb=fake_kb, gpu=gpu, environment=no_gpu_env, text=ILLEGAL)
+        app = create_app(kb=fake_kb, environment=no_gpu_env, text=ILLEGAL)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             await pilot.press("r")
@@ -153,7 +240,7 @@ def test_run_repro_streams_then_verdict_and_fix(fake_kb, gpu, no_gpu_env):
 
 def test_cancel_kills_a_running_repro(fake_kb, gpu, no_gpu_env):
     async def go():
-        app = create_app(kb=fake_kb, gpu=gpu, environment=no_gpu_env, text="Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)")
+        app = create_app(kb=fake_kb, environment=no_gpu_env, text="Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)")
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             assert option_ids(app) == ["fake-hang"]
@@ -161,6 +248,8 @@ def test_cancel_kills_a_running_repro(fake_kb, gpu, no_gpu_env):
             panel = app.query_one(RunPanel)
             await settle(pilot, until=lambda: "waiting for the other ranks" in log_text(app))
             assert panel.running
+            shown = footer_keys(app)  # while it runs, the footer offers to stop it, not to start another
+            assert shown.get("cancel") in ("c", "f5") and "run" not in shown
             await pilot.press("c")
             await settle(pilot, until=lambda: not panel.running, timeout=10)
             assert panel.outcome.status == "cancelled"
@@ -175,38 +264,84 @@ def test_no_gpu_state_and_gpu_repro_is_skipped(fake_kb, no_gpu_env):
         app = create_app(kb=fake_kb, environment=no_gpu_env, text=OOM_LOG)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
-            status = app.query_one(GpuStatus)
+            status = app.query_one(MachineStatus)
             assert status.has_class("-no-gpu")
-            assert "No NVIDIA GPU" in str(status.content) and "no NVIDIA driver" in str(status.content)
+            line = str(status_line(status.environment, status.torch_known, 78))
+            assert line == "No NVIDIA GPU: no driver found · torch not installed: repros cannot run"
             await pilot.press("r")
             panel = app.query_one(RunPanel)
             await settle(pilot, until=lambda: not panel.running)
             assert panel.outcome.status == "skipped"
-            assert banner(app) == "SKIPPED: no GPU: NVML unavailable: no NVIDIA driver?"
+            assert banner(app).startswith("SKIPPED: no GPU: no NVIDIA driver?")
 
     run(go())
 
 
-def test_gpu_status_line_shows_name_memory_driver(fake_kb):
-    from kb.gpu import GpuInfo
-    from kb.verify import Environment
+def test_status_line_fits_and_says_what_was_checked(fake_kb):
+    from kb import Environment, GpuInfo
 
-    env = Environment(gpu=GpuInfo("NVIDIA H200", 143771, 140000, "575.51.03", 2, "9.0"))
+    two = GpuInfo("NVIDIA H200", 143771, 140000, "575.51.03", 2, "9.0")
+    env = Environment(gpu=two, torch="2.8.0+cu128", cuda="12.8")
+    assert str(status_line(env, True, 118)) == ("GPU NVIDIA H200 (+1 more) · 3.7/140.4 GiB used · driver 575.51.03"
+                                                "  ·  torch 2.8.0+cu128 (CUDA 12.8) runs the repros")
+    assert str(status_line(env, True, 76)) == "GPU H200 ×2 · 3.7/140.4 GiB · torch 2.8.0+cu128 (CUDA 12.8) runs the repros"
+    assert str(status_line(env, True, 60)) == "GPU H200 ×2 · 3.7/140.4 GiB · torch 2.8.0+cu128 (CUDA 12.8)"
+    assert str(status_line(env, False, 76)).endswith("torch: checking…")
+    cpu_torch = Environment(gpu=None, gpu_reason="NVML found no GPU", torch="2.8.0", cuda="")
+    assert str(status_line(cpu_torch, True, 76)) == "No NVIDIA GPU found · torch 2.8.0 (CPU build): only CPU repros run"
+    no_nvml = Environment(gpu=None, gpu_reason="NVML unavailable (the nvidia-ml-py package is not installed)")
+    assert str(status_line(no_nvml, True, 76)).startswith("GPU unknown: nvidia-ml-py is not installed")
+    for width in (20, 40, 60, 76):
+        for e in (env, cpu_torch, no_nvml):
+            assert len(str(status_line(e, True, width))) <= width
 
     async def go():
         app = create_app(kb=fake_kb, environment=env)
-        async with app.run_test(size=(100, 30)) as pilot:
+        async with app.run_test(size=(80, 24)) as pilot:
             await settle(pilot)
-            text = str(app.query_one(GpuStatus).content)
-            assert "NVIDIA H200 (+1 more) 3.7/140.4 GiB used · driver 575.51.03" in text
+            assert "H200" in str(app.query_one(MachineStatus).render())
+
+    run(go())
+
+
+def test_machine_is_probed_in_a_worker_not_on_the_event_loop(fake_kb):
+    import threading
+
+    from kb import GpuInfo
+    from tui.verifier import Verifier
+
+    main = threading.get_ident()
+    seen: list[str] = []
+    release = threading.Event()
+
+    class SlowTorch(Verifier):
+        def read_gpu(self):
+            seen.append("gpu on main" if threading.get_ident() == main else "gpu in worker")
+            return GpuInfo("NVIDIA H100 80GB HBM3", 81559, 80000, "570.86.15", 1, "9.0"), ""
+
+        def probe_torch(self, python):
+            seen.append("torch on main" if threading.get_ident() == main else "torch in worker")
+            release.wait(10)
+            return "", "", "ModuleNotFoundError: No module named 'torch'"
+
+    async def go():
+        app = create_app(kb=fake_kb, verifier=SlowTorch(), watch_gpu=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            status = app.query_one(MachineStatus)
+            await settle(pilot, until=lambda: status.environment is not None)
+            assert not status.torch_known  # the UI is live while torch is being probed
+            assert "torch: checking" in str(status.render())
+            release.set()
+            await settle(pilot, until=lambda: status.torch_known)
+            assert "torch not installed" in str(status.render()) or "no torch" in str(status.render())
+        assert seen == ["gpu in worker", "torch in worker"]
 
     run(go())
 
 
 def test_local_entry_asks_before_running(fake_kb, gpu, no_gpu_env):
     async def go():
-        app = create_app(kb=fake_kb, gpu=gpu, environment=no_gpu_env,
-                         text="MyTeamOpError: custom op fused_gelu failed")
+        app = create_app(kb=fake_kb, environment=no_gpu_env, text="MyTeamOpError: custom op fused_gelu failed")
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             assert option_ids(app) == ["fake-local-entry"]
@@ -229,7 +364,7 @@ def test_local_entry_asks_before_running(fake_kb, gpu, no_gpu_env):
 
 def test_copy_fix_and_help(fake_kb, gpu):
     async def go():
-        app = create_app(kb=fake_kb, gpu=gpu, text=ILLEGAL)
+        app = create_app(kb=fake_kb, environment=gpu, text=ILLEGAL)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             await pilot.press("y")
@@ -242,47 +377,138 @@ def test_copy_fix_and_help(fake_kb, gpu):
             assert isinstance(app.focused, TextArea)
             await pilot.press("f1")  # works from inside the editor too
             assert isinstance(app.screen, HelpScreen)
+            await pilot.press("f5")  # the keys of the screen below do nothing under the help
+            assert not app.query_one(RunPanel).running
+            await pilot.press("f1")
+            assert not isinstance(app.screen, HelpScreen)
+            await pilot.press("ctrl+o")  # copy the fix from inside the editor
+            assert app.clipboard.startswith("mask = offs < n")
 
     run(go())
 
 
-def test_big_input_is_looked_up_whole_but_shown_as_tail(fake_kb, gpu, monkeypatch):
+def test_big_file_is_looked_up_whole_but_shown_as_tail(fake_kb, gpu, monkeypatch, tmp_path):
     monkeypatch.setattr(tui_app, "MAX_AREA_CHARS", 2000)
-    log = ILLEGAL + "\n" + "".join(f"step {i} loss 0.1\n" for i in range(500))
+    log = tmp_path / "train.log.gz"
+    log.write_bytes(gzip.compress((ILLEGAL + "\n" + "".join(f"step {i} loss 0.1\n" for i in range(500))).encode()))
 
     async def go():
-        app = create_app(kb=fake_kb, gpu=gpu, text=log)
+        app = create_app(kb=fake_kb, environment=gpu, log=log)
         async with app.run_test(size=(100, 30)) as pilot:
-            await settle(pilot)
+            await settle(pilot, until=lambda: app.result is not None)
             area = app.query_one("#paste", TextArea)
-            assert len(area.text) <= 2000 and ILLEGAL not in area.text
-            assert "results use all" in str(area.border_subtitle)
+            assert len(area.text) <= 2000 and ILLEGAL not in area.text and area.text.startswith("step ")
+            assert str(area.border_subtitle).startswith("tail of ") and area.border_title == "train.log.gz"
             assert option_ids(app) == ["fake-illegal-access"]
+            assert app.result.lines_scanned == 501
+            # typing over the tail makes the typed text the input
+            area.load_text("RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB")
+            await settle(pilot)
+            assert option_ids(app) == ["fake-gpu-oom"]
 
     run(go())
 
 
-def test_read_input_from_pipe_and_gzip_file(tmp_path):
-    piped = SimpleNamespace(isatty=lambda: False, buffer=io.BytesIO(ILLEGAL.encode()))
-    assert read_input(SimpleNamespace(file=None), stdin=piped) == (ILLEGAL, None)
-    log = tmp_path / "train.log.gz"
-    log.write_bytes(gzip.compress(OOM_LOG.encode()))
-    assert read_input(SimpleNamespace(file=str(log)), stdin=piped) == (OOM_LOG, None)
-    text, err = read_input(SimpleNamespace(file=str(tmp_path / "missing.log")))
-    assert text == "" and err.startswith("kb: cannot read")
+def test_piped_log_is_read_in_a_worker_and_looked_up_whole(fake_kb, gpu):
+    body = "".join(f"step {i}\n" for i in range(20000)) + OOM_LOG
+
+    async def go():
+        app = create_app(kb=fake_kb, environment=gpu, stream=io.BytesIO(gzip.compress(body.encode())))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, until=lambda: app.result is not None and not app._streaming)
+            await settle(pilot)
+            assert option_ids(app) == ["fake-gpu-oom"]
+            assert app.result.lines_scanned == body.count("\n")
+            spooled = app._spool
+            assert spooled is not None and spooled.exists()
+        assert not spooled.exists()  # the copy of the pipe goes when the app does
+
+    run(go())
+
+
+def test_a_cut_short_gzip_gives_words_and_what_could_be_read(fake_kb, gpu, tmp_path):
+    log = tmp_path / "killed.log.gz"
+    whole = gzip.compress((OOM_LOG + "".join(f"step {i} loss {i * 7 % 101}\n" for i in range(50000))).encode())
+    log.write_bytes(whole[: len(whole) // 2])
+
+    async def go():
+        app = create_app(kb=fake_kb, environment=gpu, log=log)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot, until=lambda: app.result is not None)
+            await settle(pilot)
+            assert option_ids(app) == ["fake-gpu-oom"]
+            assert any("cut short" in w for w in app.result.warnings), app.result.warnings
+            assert "cut short" in detail_text(app)
+
+    run(go())
+
+
+def test_run_app_refuses_a_bad_file_in_words(tmp_path, capsys):
+    assert run_app(SimpleNamespace(file=str(tmp_path / "missing.log"), kb_dir=None)) == 2
+    assert capsys.readouterr().err.strip() == f"kb: no such file: {tmp_path / 'missing.log'}"
+    assert run_app(SimpleNamespace(file=str(tmp_path), kb_dir=None)) == 2
+    assert "is a folder" in capsys.readouterr().err
+    bad = tmp_path / "bad.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"not gzip at all")
+    assert run_app(SimpleNamespace(file=str(bad), kb_dir=None)) == 2
+    assert "gzip" in capsys.readouterr().err
 
 
 def test_run_app_without_a_terminal_says_so(monkeypatch, capsys):
-    piped = SimpleNamespace(isatty=lambda: False, buffer=io.BytesIO(b"log"))
-    monkeypatch.setattr(sys, "stdin", piped)
-    monkeypatch.setattr(tui_app.os, "isatty", lambda fd: False)
+    import tui.command_line as command_line
+
+    monkeypatch.setattr(command_line.os, "isatty", lambda fd: False)
 
     def no_tty(path, flags):
         raise OSError(6, "No such device or address")
 
-    monkeypatch.setattr(tui_app.os, "open", no_tty)
+    monkeypatch.setattr(command_line.os, "open", no_tty)
     assert run_app(SimpleNamespace(file=None, kb_dir=None)) == 2
     assert "needs a terminal" in capsys.readouterr().err
+
+
+def test_tui_reaches_kb_through_its_public_api_only():
+    """`from kb import ...` only: no kb submodules, no importlib look-ups, no Any."""
+    from pathlib import Path
+
+    import tui
+
+    for path in sorted(Path(tui.__file__).parent.glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for bad in ("from kb.", "import kb.", "importlib", "typing import Any", ": Any", "-> Any"):
+            assert bad not in source, f"{path.name}: {bad}"
+        for line in source.splitlines():
+            if line.startswith(("import kb", "from kb ")):
+                assert line.startswith("from kb import "), f"{path.name}: {line}"
+
+
+def test_entries_load_in_a_worker(monkeypatch):
+    import threading
+
+    main = threading.get_ident()
+    where = []
+    real = tui_app.Engine.knowledge.fget
+
+    def knowledge(self):
+        where.append("main" if threading.get_ident() == main else "worker")
+        return real(self)
+
+    monkeypatch.setattr(tui_app.Engine, "knowledge", property(knowledge))
+
+    async def go():
+        app = create_app(environment=no_probe_env())  # the bundled entries, loaded by the app
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, until=lambda: app.kb is not None)
+            assert len(option_ids(app)) == len(app.kb.entries) > 10
+        assert where and set(where) == {"worker"}
+
+    run(go())
+
+
+def no_probe_env():
+    from kb import Environment
+
+    return Environment(gpu=None, gpu_reason="NVML found no GPU", torch="", cuda="")
 
 
 def test_kb_never_imports_tui():
@@ -297,10 +523,11 @@ def test_kb_never_imports_tui():
     ("reproduced", "fix-failed", "-bad"), ("not-reproduced", "", "-bad"), ("timeout", "", "-bad"),
     ("error", "", "-bad"), ("skipped", "", "-neutral"), ("cancelled", "", "-neutral")])
 def test_verdict_banner_classes(status, fix, cls):
+    from kb import Outcome
     from tui.run_panel import verdict_of
 
-    o = SimpleNamespace(status=status, fix_status=fix, detail="why; because", duration_s=1.0,
-                        matched=("sig",), matched_instead=("other-entry",))
+    o = Outcome("e", status, fix, duration_s=1.0, detail="why; because", matched=("sig",),
+                matched_instead=("other-entry",))
     text, got = verdict_of(o)
     assert got == cls
     assert text.split(":")[0].split(" ")[0] in ("REPRODUCED", "NOT", "TIMED", "ERROR", "SKIPPED", "CANCELLED")

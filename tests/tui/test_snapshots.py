@@ -13,18 +13,20 @@ from textual.widgets import Input, TextArea
 
 from tui.app import create_app
 from tui.run_panel import RunPanel
+from tui.verifier import Verifier
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 MIXED_LOG = OOM_LOG + "During handling of the above exception, another exception occurred:\n" + ILLEGAL + "\n"
 
 
-class StubVerify:
-    """kb.verify's shape with a fixed outcome."""
+NO_MATCH_TEXT = "watchdog operation timeout in the collective allreduce of the ranks"
 
-    @staticmethod
-    def verify_entry(entry, kb, env, python=None, timeout=None, on_line=None, cancel=None, trust=False,
-                     run_fix=True):
-        from kb.verify import Outcome
+
+class StubVerify(Verifier):
+    """A fixed outcome (a real run's duration varies)."""
+
+    def verify_entry(self, entry, kb, env, *, python, on_line, cancel, trust):
+        from kb import Outcome
 
         out = "step 1: launching kernel\n" + ILLEGAL
         for line in out.splitlines():
@@ -52,18 +54,42 @@ def still(*keys, until=None):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_browse(snap_compare, fake_kb, gpu, size):
-    assert snap_compare(create_app(kb=fake_kb, gpu=gpu), terminal_size=size, run_before=still())
+    assert snap_compare(create_app(kb=fake_kb, environment=gpu), terminal_size=size, run_before=still())
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_results_and_detail(snap_compare, fake_kb, gpu, size):
-    app = create_app(kb=fake_kb, gpu=gpu, text=MIXED_LOG)
+    app = create_app(kb=fake_kb, environment=gpu, text=MIXED_LOG)
     assert snap_compare(app, terminal_size=size, run_before=still())
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_no_match_with_guesses(snap_compare, fake_kb, gpu, size):
+    app = create_app(kb=fake_kb, environment=gpu, text=NO_MATCH_TEXT)
+    assert snap_compare(app, terminal_size=size, run_before=still())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_guess_selected(snap_compare, fake_kb, gpu, size):
+    app = create_app(kb=fake_kb, environment=gpu, text=NO_MATCH_TEXT)
+    assert snap_compare(app, terminal_size=size, run_before=still("down"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_oom_arithmetic(snap_compare, fake_kb, gpu, size):
+    app = create_app(kb=fake_kb, environment=gpu, text=OOM_LOG)
+    assert snap_compare(app, terminal_size=size, run_before=still())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_typing_footer(snap_compare, fake_kb, no_gpu_env, size):
+    app = create_app(kb=fake_kb, environment=no_gpu_env, text=ILLEGAL)
+    assert snap_compare(app, terminal_size=size, run_before=still("i"))
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_run_finished(snap_compare, fake_kb, gpu, no_gpu_env, size):
-    app = create_app(kb=fake_kb, gpu=gpu, environment=no_gpu_env, text=ILLEGAL, verify=StubVerify())
+    app = create_app(kb=fake_kb, environment=no_gpu_env, text=ILLEGAL, verifier=StubVerify())
     done = lambda app: app.query_one(RunPanel).outcome is not None  # noqa: E731
     assert snap_compare(app, terminal_size=size, run_before=still("r", until=done))
 
@@ -74,16 +100,17 @@ def test_no_gpu_skipped(snap_compare, fake_kb, no_gpu_env):
     assert snap_compare(app, terminal_size=(80, 24), run_before=still("r", until=done))
 
 
-def test_help(snap_compare, fake_kb, gpu):
-    assert snap_compare(create_app(kb=fake_kb, gpu=gpu), terminal_size=(80, 24), run_before=still("f1"))
+@pytest.mark.parametrize("size", SIZES)
+def test_help(snap_compare, fake_kb, gpu, size):
+    assert snap_compare(create_app(kb=fake_kb, environment=gpu), terminal_size=size, run_before=still("f1"))
 
 
-def test_confirm_local(snap_compare, fake_kb, gpu, no_gpu_env):
-    app = create_app(kb=fake_kb, gpu=gpu, environment=no_gpu_env, text="MyTeamOpError: custom op rope failed")
+def test_confirm_local(snap_compare, fake_kb, no_gpu_env):
+    app = create_app(kb=fake_kb, environment=no_gpu_env, text="MyTeamOpError: custom op rope failed")
     assert snap_compare(app, terminal_size=(80, 24), run_before=still("r"))
 
 
 def test_light_theme(snap_compare, fake_kb, gpu):
-    app = create_app(kb=fake_kb, gpu=gpu, text=MIXED_LOG)
+    app = create_app(kb=fake_kb, environment=gpu, text=MIXED_LOG)
     app.theme = "textual-light"
     assert snap_compare(app, terminal_size=(80, 24), run_before=still())

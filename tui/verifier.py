@@ -1,0 +1,38 @@
+"""Verifier: the TUI's one door to the machine, through kb's public API.
+
+Reading the GPUs (NVML), asking the repro interpreter for torch, and running a repro all block,
+so the app calls these from worker threads only. Tests pass a subclass with fixed answers.
+Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from kb import (
+    Entry,
+    Environment,
+    GpuInfo,
+    KnowledgeBase,
+    Outcome,
+    inspect_gpu,
+    probe_torch,
+    verify_entry,
+)
+
+
+class Verifier:
+    def read_gpu(self) -> tuple[GpuInfo | None, str]:
+        """(the visible GPUs or None, why None), from NVML. Never raises."""
+        return inspect_gpu()
+
+    def probe_torch(self, python: str) -> tuple[str, str, str]:
+        """(torch version, its CUDA, why not) as the repro interpreter sees them; seconds."""
+        return probe_torch(python)
+
+    def verify_entry(self, entry: Entry, kb: KnowledgeBase, env: Environment, *, python: str,
+                     on_line: Callable[[str], None], cancel: threading.Event, trust: bool) -> Outcome:
+        """Run the repro, then its fix check; blocks until both end, time out or are cancelled."""
+        return verify_entry(entry, kb, env, python=python, on_line=on_line, cancel=cancel, trust=trust,
+                            run_fix=True)
