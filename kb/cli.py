@@ -109,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--python", default=sys.executable, metavar="PATH",
                     help="the interpreter that has torch (default: this one)")
     sp.add_argument("-j", "--jobs", type=int, default=1, metavar="N")
+    sp.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run every repro and fix check N times; runs that disagree are 'flaky'")
     sp.add_argument("--timeout", type=float, default=None, metavar="S",
                     help="per-entry timeout in seconds (default: the entry's own, else 120)")
     sp.add_argument("--record", action="store_true", help="write evidence records into the repo")

@@ -38,8 +38,9 @@ from .model import Entry, Evidence
 REPRODUCED, NOT_REPRODUCED, TIMEOUT, ERROR, SKIPPED, CANCELLED = (
     "reproduced", "not-reproduced", "timeout", "error", "skipped", "cancelled")
 FIX_VERIFIED, FIX_FAILED = "fix-verified", "fix-failed"
+FLAKY = "flaky"  # --repeat: the runs did not agree
 # Outcomes that mean "the hardware said something": the only ones --record writes.
-RECORDED = (REPRODUCED, NOT_REPRODUCED, TIMEOUT)
+RECORDED = (REPRODUCED, NOT_REPRODUCED, TIMEOUT, FLAKY)
 
 DEFAULT_TIMEOUT = 120.0
 KILL_GRACE = 3.0  # seconds between SIGTERM and SIGKILL to a process group
@@ -90,7 +91,7 @@ class Outcome:
     @property
     def failed(self) -> bool:
         """Something that should reproduce did not (skipped and cancelled are not failures)."""
-        return self.status in (NOT_REPRODUCED, TIMEOUT, ERROR) or self.fix_status == FIX_FAILED
+        return self.status in (NOT_REPRODUCED, TIMEOUT, ERROR, FLAKY) or self.fix_status in (FIX_FAILED, FLAKY)
 
     def to_dict(self, output_limit: int = 8192) -> dict:
         d = asdict(self)
@@ -569,3 +570,30 @@ def evidence_for(outcome: Outcome, env: Environment, today: str | None = None) -
         driver=g.driver if g else "", cuda=env.cuda, torch=env.torch or "none",
         date=today or date.today().isoformat(), duration_s=round(outcome.duration_s, 2),
         matched=outcome.lines, detail=outcome.detail[:500])
+
+
+def combine_runs(runs: list[Outcome]) -> Outcome:
+    """One verdict from the same entry run N times (`kb verify --repeat N`): the common verdict
+    when every run agrees, else FLAKY with the counts and each run's exit codes, so a proof that
+    holds only sometimes says so."""
+    from collections import Counter
+    from dataclasses import replace
+
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    statuses = Counter(o.status for o in runs)
+    fixes = Counter(o.fix_status for o in runs)
+    codes = ", ".join(f"{o.exit_code}" + (f"/{o.fix_exit_code}" if o.fix_exit_code is not None else "")
+                      for o in runs)
+    counts = "; ".join(f"{s} {n}/{len(runs)}" for s, n in statuses.items())
+    if len(fixes) > 1:
+        counts += "; fix: " + ", ".join(f"{s or 'not run'} {n}/{len(runs)}" for s, n in fixes.items())
+    took = sum(o.duration_s for o in runs) / len(runs)
+    if len(statuses) == 1 and len(fixes) == 1:
+        return replace(first, duration_s=took,
+                       detail=(first.detail + " " if first.detail else "") + f"(all {len(runs)} runs agree; exit codes {codes})")
+    odd = next(o for o in runs if (o.status, o.fix_status) != (first.status, first.fix_status))
+    return replace(first, status=FLAKY, fix_status=FLAKY if len(fixes) > 1 else first.fix_status,
+                   duration_s=took, detail=f"runs disagree: {counts}; exit codes (repro/fix) {codes}; "
+                                            f"one run: {odd.detail or first.detail}")

@@ -13,11 +13,12 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from . import paths
 from .model import Entry
-from .verify import (CANCELLED, ERROR, FIX_FAILED, FIX_VERIFIED, NOT_REPRODUCED, RECORDED,
+from .verify import (FLAKY, combine_runs, CANCELLED, ERROR, FIX_FAILED, FIX_VERIFIED, NOT_REPRODUCED, RECORDED,
                      REPRODUCED, SKIPPED, TIMEOUT, Environment, Outcome, evidence_for,
                      probe_environment, verify_many)
 
@@ -115,7 +116,7 @@ def _summary_table(outcomes: list[Outcome], console) -> None:
 
 def _counts(outcomes: list[Outcome]) -> str:
     n = {s: sum(o.status == s for o in outcomes) for s in
-         (REPRODUCED, NOT_REPRODUCED, TIMEOUT, ERROR, SKIPPED, CANCELLED)}
+         (REPRODUCED, NOT_REPRODUCED, FLAKY, TIMEOUT, ERROR, SKIPPED, CANCELLED)}
     fixed = sum(o.fix_status == FIX_VERIFIED for o in outcomes)
     fix_failed = sum(o.fix_status == FIX_FAILED for o in outcomes)
     parts = [f"{n[REPRODUCED]} reproduced ({fixed} fix verified"
@@ -203,8 +204,6 @@ def run_verify(args) -> int:
 
     def on_done(o: Outcome) -> None:
         done_count[0] += 1
-        if record_root is not None and o.status in RECORDED:
-            recorded.append(write_evidence(record_root, evidence_for(o, env)))
         if progress is not None:
             with lock:
                 running.discard(o.entry_id)
@@ -216,6 +215,20 @@ def run_verify(args) -> int:
                   file=sys.stderr, flush=True)
 
     cancel = threading.Event()
+    repeat = max(1, args.repeat)
+    total *= repeat
+    t_start = time.perf_counter()
+
+    def run_all(on_done):
+        rounds = []
+        for _ in range(repeat):
+            rounds.append(verify_many(entries, kb, env, jobs=args.jobs, python=python,
+                                      timeout=args.timeout, trust=args.trust, on_done=on_done,
+                                      cancel=cancel, on_start=on_start))
+            if cancel.is_set():
+                break
+        return [combine_runs([r[i] for r in rounds]) for i in range(len(rounds[0]))]
+
     with _Signals(cancel):
         if sys.stderr.isatty():
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
@@ -225,14 +238,13 @@ def run_verify(args) -> int:
                           TimeElapsedColumn(), TextColumn("[dim]{task.description}"),
                           console=err_console, transient=True) as progress:
                 task_id = progress.add_task("", total=total)
-                outcomes = verify_many(entries, kb, env, jobs=args.jobs, python=python,
-                                       timeout=args.timeout, trust=args.trust, on_done=on_done,
-                                       cancel=cancel, on_start=on_start)
+                outcomes = run_all(on_done)
         else:
             task_id = None
-            outcomes = verify_many(entries, kb, env, jobs=args.jobs, python=python,
-                                   timeout=args.timeout, trust=args.trust, on_done=on_done,
-                                   cancel=cancel, on_start=on_start)
+            outcomes = run_all(on_done)
+    if record_root is not None:
+        recorded = [write_evidence(record_root, evidence_for(o, env)) for o in outcomes if o.status in RECORDED]
+    wall = time.perf_counter() - t_start
 
     if args.json:
         json.dump([o.to_dict() for o in outcomes], sys.stdout, indent=2, ensure_ascii=False)
@@ -242,7 +254,7 @@ def run_verify(args) -> int:
 
         con = render.console(sys.stdout)
         _summary_table(outcomes, con)
-        con.print(_counts(outcomes))
+        con.print(_counts(outcomes) + (f", {repeat} runs each" if repeat > 1 else "") + f"; wall time {wall:.1f} s")
     if recorded:
         print(f"kb: recorded {len(recorded)} evidence file(s) under {record_root}", file=sys.stderr)
     if cancel.is_set():

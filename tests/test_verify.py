@@ -401,3 +401,15 @@ def test_kb_verify_imports_neither_torch_nor_pynvml():
             "print(sorted(m for m in ('torch', 'pynvml') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_runs_that_disagree_are_flaky_with_counts_and_exit_codes():
+    from kb.verify import FLAKY, Outcome, combine_runs
+
+    ok = Outcome("e", verify.REPRODUCED, verify.FIX_VERIFIED, exit_code=1, fix_exit_code=0)
+    crash = Outcome("e", verify.NOT_REPRODUCED, "", exit_code=-11, detail="the lookup matched no entry")
+    o = combine_runs([ok, crash, ok])
+    assert o.status == FLAKY and o.failed
+    assert "reproduced 2/3" in o.detail and "not-reproduced 1/3" in o.detail and "-11" in o.detail
+    same = combine_runs([ok, ok, ok])
+    assert same.status == verify.REPRODUCED and "all 3 runs agree" in same.detail
