@@ -15,15 +15,36 @@ torch or textual: the names below are loaded on first use.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "Engine", "LookupResult", "Match", "HitRef", "Entry", "KnowledgeBase", "Facts", "Finding",
-    "Outcome", "Environment", "Evidence", "lookup", "lookup_job", "load", "verify_entry",
-    "verify_many", "probe_environment", "probe_torch", "GpuInfo", "inspect_gpu",
-    "verification_status", "evidence_line", "open_log", "__version__",
+    "Engine",
+    "Entry",
+    "Environment",
+    "Evidence",
+    "Facts",
+    "Finding",
+    "GpuInfo",
+    "HitRef",
+    "KnowledgeBase",
+    "LookupResult",
+    "Match",
+    "Outcome",
+    "__version__",
+    "evidence_line",
+    "inspect_gpu",
+    "load",
+    "lookup",
+    "lookup_job",
+    "open_log",
+    "probe_environment",
+    "probe_torch",
+    "verification_status",
+    "verify_entry",
+    "verify_many",
 ]
 
 if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
@@ -35,16 +56,36 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
     from .knowledge import KnowledgeBase
     from .model import Entry, Evidence, HitRef, Match
     from .render import evidence_line, verification_status
-    from .verify import Environment, Outcome, probe_environment, probe_torch, verify_entry, verify_many
+    from .verify import (
+        Environment,
+        Outcome,
+        probe_environment,
+        probe_torch,
+        verify_entry,
+        verify_many,
+    )
 
 _LAZY = {
-    "Engine": "engine", "LookupResult": "engine", "open_log": "engine",
-    "Match": "model", "HitRef": "model", "Entry": "model", "Evidence": "model",
-    "KnowledgeBase": "knowledge", "Facts": "facts", "Finding": "diagnose",
-    "Outcome": "verify", "Environment": "verify", "verify_entry": "verify", "verify_many": "verify",
-    "probe_environment": "verify", "probe_torch": "verify",
-    "GpuInfo": "gpu", "inspect_gpu": "gpu:inspect",  # name: "module" or "module:its name there"
-    "verification_status": "render", "evidence_line": "render",
+    "Engine": "engine",
+    "LookupResult": "engine",
+    "open_log": "engine",
+    "Match": "model",
+    "HitRef": "model",
+    "Entry": "model",
+    "Evidence": "model",
+    "KnowledgeBase": "knowledge",
+    "Facts": "facts",
+    "Finding": "diagnose",
+    "Outcome": "verify",
+    "Environment": "verify",
+    "verify_entry": "verify",
+    "verify_many": "verify",
+    "probe_environment": "verify",
+    "probe_torch": "verify",
+    "GpuInfo": "gpu",
+    "inspect_gpu": "gpu:inspect",  # name: "module" or "module:its name there"
+    "verification_status": "render",
+    "evidence_line": "render",
 }
 
 

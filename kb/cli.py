@@ -32,53 +32,96 @@ def _fmt(examples: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="kb", description="Name PyTorch / CUDA failures from raw logs, and prove the "
-                "knowledge base on your GPU.",
-                formatter_class=argparse.RawDescriptionHelpFormatter,
-                epilog="examples:\n  kb lookup \"CUDA error: an illegal memory access was encountered\"\n"
-                       "  python train.py 2>&1 | kb lookup --stdin\n  kb show cuda-oom\n  kb verify")
+    p = _Parser(
+        prog="kb",
+        description="Name PyTorch / CUDA failures from raw logs, and prove the "
+        "knowledge base on your GPU.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog='examples:\n  kb lookup "CUDA error: an illegal memory access was encountered"\n'
+        "  python train.py 2>&1 | kb lookup --stdin\n  kb show cuda-oom\n  kb verify",
+    )
     p.add_argument("--version", action="version", version=f"kb {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def add(name, help, examples, func):
         fc, ep = _fmt(examples)
         sp = sub.add_parser(name, help=help, description=help, formatter_class=fc, epilog=ep)
-        sp.add_argument("--kb-dir", action="append", default=[], metavar="DIR",
-                        help="an extra folder of your own entries (repeatable; also KB_PATH)")
+        sp.add_argument(
+            "--kb-dir",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="an extra folder of your own entries (repeatable; also KB_PATH)",
+        )
         sp.set_defaults(func=func)
         return sp
 
-    sp = add("lookup", "Find the entry for an error message, a whole log, or a whole job.",
-             '  kb lookup "CUDA error: device-side assert triggered"\n'
-             "  kubectl logs trainer-0 | kb lookup --stdin --json\n  kb lookup --file run.log.gz --top 3\n"
-             "  kb lookup logs/rank*.log            # one job: the root rank and the others' part\n"
-             "  kb lookup /tmp/torchelastic_x/      # torchrun --log-dir, error files, trace dumps\n"
-             "  kb lookup --batch --format jsonl ci-logs/*.log",
-             _cmd_lookup)
-    sp.add_argument("inputs", nargs="*", metavar="TEXT|PATH",
-                    help="the error text (quote it), or log files and folders of one job")
+    sp = add(
+        "lookup",
+        "Find the entry for an error message, a whole log, or a whole job.",
+        '  kb lookup "CUDA error: device-side assert triggered"\n'
+        "  kubectl logs trainer-0 | kb lookup --stdin --json\n  kb lookup --file run.log.gz --top 3\n"
+        "  kb lookup logs/rank*.log            # one job: the root rank and the others' part\n"
+        "  kb lookup /tmp/torchelastic_x/      # torchrun --log-dir, error files, trace dumps\n"
+        "  kb lookup --batch --format jsonl ci-logs/*.log",
+        _cmd_lookup,
+    )
+    sp.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="TEXT|PATH",
+        help="the error text (quote it), or log files and folders of one job",
+    )
     sp.add_argument("--stdin", action="store_true", help="read the log from standard input")
-    sp.add_argument("--file", action="append", default=[], metavar="PATH",
-                    help="a log file (.gz too); repeat it for a job's per-rank logs")
-    sp.add_argument("--batch", action="store_true",
-                    help="look up each file (a folder: each job) on its own, one result per input")
-    sp.add_argument("--json", action="store_true", help="machine-readable output (see docs/json.md)")
-    sp.add_argument("--format", choices=["text", "json", "jsonl", "markdown", "github"], default=None,
-                    help="jsonl: one object a line (per input with --batch); github: ::error annotations")
-    sp.add_argument("--top", type=int, default=3, metavar="N", help="show at most N matches (default 3)")
+    sp.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a log file (.gz too); repeat it for a job's per-rank logs",
+    )
+    sp.add_argument(
+        "--batch",
+        action="store_true",
+        help="look up each file (a folder: each job) on its own, one result per input",
+    )
+    sp.add_argument(
+        "--json", action="store_true", help="machine-readable output (see docs/json.md)"
+    )
+    sp.add_argument(
+        "--format",
+        choices=["text", "json", "jsonl", "markdown", "github"],
+        default=None,
+        help="jsonl: one object a line (per input with --batch); github: ::error annotations",
+    )
+    sp.add_argument(
+        "--top", type=int, default=3, metavar="N", help="show at most N matches (default 3)"
+    )
 
-    sp = add("run", "Run a command (python, torchrun, srun...), and diagnose it if it fails.",
-             "  kb run -- torchrun --nproc_per_node=8 train.py\n"
-             "  kb run --run-dir runs/exp1 --json diagnosis.json -- python train.py\n"
-             "  srun kb run -- python train.py",
-             _cmd_run)
-    sp.add_argument("--run-dir", metavar="DIR",
-                    help="where the output, error files and trace dumps go (default ./kb-runs/<time>)")
-    sp.add_argument("--json", metavar="FILE", help="on failure, also write the diagnosis as JSON to FILE")
+    sp = add(
+        "run",
+        "Run a command (python, torchrun, srun...), and diagnose it if it fails.",
+        "  kb run -- torchrun --nproc_per_node=8 train.py\n"
+        "  kb run --run-dir runs/exp1 --json diagnosis.json -- python train.py\n"
+        "  srun kb run -- python train.py",
+        _cmd_run,
+    )
+    sp.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        help="where the output, error files and trace dumps go (default ./kb-runs/<time>)",
+    )
+    sp.add_argument(
+        "--json", metavar="FILE", help="on failure, also write the diagnosis as JSON to FILE"
+    )
     sp.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
 
-    sp = add("show", "Show one entry in full.", "  kb show cuda-oom\n  kb show cuda-oom --markdown > issue.md",
-             _cmd_show)
+    sp = add(
+        "show",
+        "Show one entry in full.",
+        "  kb show cuda-oom\n  kb show cuda-oom --markdown > issue.md",
+        _cmd_show,
+    )
     sp.add_argument("id")
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true")
@@ -87,39 +130,77 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("list", "List the entries.", "  kb list\n  kb list --json | jq '.[].id'", _cmd_list)
     sp.add_argument("--json", action="store_true")
 
-    sp = add("lint", "Check entry files: schema, regexes, examples, ids.",
-             "  kb lint\n  kb lint my-entries/\n  kb lint --json entries/cuda/cuda-oom.yaml", _cmd_lint)
-    sp.add_argument("paths", nargs="*", metavar="PATH", help="entry files or folders (default: all entries)")
+    sp = add(
+        "lint",
+        "Check entry files: schema, regexes, examples, ids.",
+        "  kb lint\n  kb lint my-entries/\n  kb lint --json entries/cuda/cuda-oom.yaml",
+        _cmd_lint,
+    )
+    sp.add_argument(
+        "paths", nargs="*", metavar="PATH", help="entry files or folders (default: all entries)"
+    )
     sp.add_argument("--json", action="store_true")
 
-    sp = add("code", "Explain a CUDA error code in every numbering era.",
-             "  kb code 700\n  kb code 4\n  kb code cudaErrorAssert", _cmd_code)
+    sp = add(
+        "code",
+        "Explain a CUDA error code in every numbering era.",
+        "  kb code 700\n  kb code 4\n  kb code cudaErrorAssert",
+        _cmd_code,
+    )
     sp.add_argument("code", help="a number, or a cudaError*/CUDA_ERROR_* name")
     sp.add_argument("--json", action="store_true")
 
     sp = add("index", "Build or rebuild the full-text index.", "  kb index --rebuild", _cmd_index)
     sp.add_argument("--rebuild", action="store_true", help="rebuild even when it is fresh")
 
-    sp = add("verify", "Run entries' repros on this machine's GPU and check them with the lookup.",
-             "  kb verify\n  kb verify cuda-oom cuda-device-side-assert -j 4\n"
-             "  kb verify --record --json > verify.json", _cmd_verify)
+    sp = add(
+        "verify",
+        "Run entries' repros on this machine's GPU and check them with the lookup.",
+        "  kb verify\n  kb verify cuda-oom cuda-device-side-assert -j 4\n"
+        "  kb verify --record --json > verify.json",
+        _cmd_verify,
+    )
     sp.add_argument("ids", nargs="*", metavar="ID")
     sp.add_argument("--area", action="append", default=[])
     sp.add_argument("--tag", action="append", default=[])
-    sp.add_argument("--python", default=sys.executable, metavar="PATH",
-                    help="the interpreter that has torch (default: this one)")
+    sp.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PATH",
+        help="the interpreter that has torch (default: this one)",
+    )
     sp.add_argument("-j", "--jobs", type=int, default=1, metavar="N")
-    sp.add_argument("--repeat", type=int, default=1, metavar="N",
-                    help="run every repro and fix check N times; runs that disagree are 'flaky'")
-    sp.add_argument("--timeout", type=float, default=None, metavar="S",
-                    help="per-entry timeout in seconds (default: the entry's own, else 120)")
+    sp.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run every repro and fix check N times; runs that disagree are 'flaky'",
+    )
+    sp.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="per-entry timeout in seconds (default: the entry's own, else 120)",
+    )
     sp.add_argument("--record", action="store_true", help="write evidence records into the repo")
-    sp.add_argument("--evidence-dir", metavar="DIR", help="where --record writes (default: the repo's evidence/)")
-    sp.add_argument("--trust", action="store_true", help="also run repros of your own (local) entries")
+    sp.add_argument(
+        "--evidence-dir",
+        metavar="DIR",
+        help="where --record writes (default: the repo's evidence/)",
+    )
+    sp.add_argument(
+        "--trust", action="store_true", help="also run repros of your own (local) entries"
+    )
     sp.add_argument("--json", action="store_true")
 
-    sp = add("tui", "Interactive: paste an error, read the diagnosis, run the repro.",
-             "  kb tui\n  kb tui --file train.log\n  python train.py 2>&1 | kb tui", _cmd_tui)
+    sp = add(
+        "tui",
+        "Interactive: paste an error, read the diagnosis, run the repro.",
+        "  kb tui\n  kb tui --file train.log\n  python train.py 2>&1 | kb tui",
+        _cmd_tui,
+    )
     sp.add_argument("--file", metavar="PATH")
     return p
 
@@ -175,10 +256,17 @@ def _cmd_list(args) -> int:
     rows = []
     for e in sorted(kb.entries, key=lambda e: (e.area, e.id)):
         evs = kb.evidence_for(e.id)
-        rows.append({"id": e.id, "title": e.title, "area": e.area, "local": e.local,
-                     "codes": [f"{c.api}:{c.value}" for c in e.codes],
-                     "verification": render.verification_status(e, evs),
-                     "verified_on": evs[0].gpu if evs else None})
+        rows.append(
+            {
+                "id": e.id,
+                "title": e.title,
+                "area": e.area,
+                "local": e.local,
+                "codes": [f"{c.api}:{c.value}" for c in e.codes],
+                "verification": render.verification_status(e, evs),
+                "verified_on": evs[0].gpu if evs else None,
+            }
+        )
     if args.json:
         _print_json(rows)
         return EXIT_OK
@@ -187,19 +275,33 @@ def _cmd_list(args) -> int:
     con = render.console()
     ordered = sorted(kb.entries, key=lambda e: (e.area, e.id))
     codes = [_compact_codes(e) for e in ordered]
-    widths = [max([len(r["id"]) + (8 if r["local"] else 0) for r in rows] + [2]),
-              max([len(r["area"]) for r in rows] + [4]), min(max([len(c) for c in codes] + [5]), 14), 12]
+    widths = [
+        max([len(r["id"]) + (8 if r["local"] else 0) for r in rows] + [2]),
+        max([len(r["area"]) for r in rows] + [4]),
+        min(max([len(c) for c in codes] + [5]), 14),
+        12,
+    ]
     # Every column but the title keeps its full width; the title takes what is left.
     title_w = max(con.width - sum(widths) - 2 * len(widths), 12)
     t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     for name, w in zip(("id", "area", "codes", "verification"), widths):
         t.add_column(name, no_wrap=True, width=w, overflow="ellipsis")
     t.add_column("title", no_wrap=True, width=title_w, overflow="ellipsis")
-    color = {"fix-verified": "green", "reproduced": "green", "unverified": "yellow", "no repro": "dim"}
+    color = {
+        "fix-verified": "green",
+        "reproduced": "green",
+        "unverified": "yellow",
+        "no repro": "dim",
+    }
     for r, c in zip(rows, codes):
         v = r["verification"]
-        t.add_row(r["id"] + (" [magenta](local)[/magenta]" if r["local"] else ""), r["area"], c,
-                  f"[{color.get(v, 'red')}]{v}[/]", r["title"])
+        t.add_row(
+            r["id"] + (" [magenta](local)[/magenta]" if r["local"] else ""),
+            r["area"],
+            c,
+            f"[{color.get(v, 'red')}]{v}[/]",
+            r["title"],
+        )
     con.print(t)
     con.print(f"[dim]{len(rows)} entries[/dim]")
     if kb.problems:
@@ -231,12 +333,16 @@ def _cmd_lint(args) -> int:
         kb = load(args.kb_dir, use_cache=False)
     problems = lint(kb)
     if args.json:
-        _print_json({"entries": len(kb.entries), "problems": [render.problem_dict(p) for p in problems]})
+        _print_json(
+            {"entries": len(kb.entries), "problems": [render.problem_dict(p) for p in problems]}
+        )
     else:
         render.print_problems(problems)
         n = len(kb.entries)
-        print(f"{n} entr{'y' if n == 1 else 'ies'} checked, {len(problems)} problem(s)",
-              file=sys.stderr if problems else sys.stdout)
+        print(
+            f"{n} entr{'y' if n == 1 else 'ies'} checked, {len(problems)} problem(s)",
+            file=sys.stderr if problems else sys.stdout,
+        )
     return EXIT_NOTFOUND if problems else EXIT_OK
 
 
@@ -254,8 +360,11 @@ def _cmd_index(args) -> int:
     try:
         path, built = ensure_index(kb, force=args.rebuild)
     except OSError as e:
-        print(f"kb: cannot write the full-text index in {paths.state_dir()}: {e.strerror or e} "
-              f"(set KB_HOME to a writable folder)", file=sys.stderr)
+        print(
+            f"kb: cannot write the full-text index in {paths.state_dir()}: {e.strerror or e} "
+            f"(set KB_HOME to a writable folder)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     print(f"index {'built' if built else 'is fresh'}: {path} ({len(kb.entries)} entries)")
     return EXIT_OK

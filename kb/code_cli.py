@@ -8,9 +8,11 @@ import sys
 from . import cuda_codes
 from .engine import default_engine
 
-ERA = {"runtime": "runtime API (cudaError_t), CUDA >= 10.1",
-       "runtime-legacy": "runtime API (cudaError_t), CUDA < 10.1",
-       "driver": "driver API (CUresult)"}
+ERA = {
+    "runtime": "runtime API (cudaError_t), CUDA >= 10.1",
+    "runtime-legacy": "runtime API (cudaError_t), CUDA < 10.1",
+    "driver": "driver API (CUresult)",
+}
 
 
 def run_code(args) -> int:
@@ -20,17 +22,28 @@ def run_code(args) -> int:
     else:
         infos = cuda_codes.by_name_all(raw)
     owners = default_engine(args.kb_dir).owners
-    rows = [{"api": i.api, "value": i.value, "name": i.name, "text": i.text,
-             "entry": owners.get((i.api, i.value))} for i in infos]
+    rows = [
+        {
+            "api": i.api,
+            "value": i.value,
+            "name": i.name,
+            "text": i.text,
+            "entry": owners.get((i.api, i.value)),
+        }
+        for i in infos
+    ]
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif not rows:
         print(f"kb: {raw} is not a CUDA runtime or driver error code", file=sys.stderr)
     else:
-        if len({(r['name']) for r in rows}) > 1:
+        if len({(r["name"]) for r in rows}) > 1:
             print(f"{raw} means different things depending on the API and CUDA version:")
         for r in rows:
             print(f"  {r['api']:15} {r['value']:<6} {r['name']:36} {r['text']}")
-            print(f"  {'':15} {'':6} {ERA[r['api']]}" + (f"  ->  kb show {r['entry']}" if r["entry"] else ""))
+            print(
+                f"  {'':15} {'':6} {ERA[r['api']]}"
+                + (f"  ->  kb show {r['entry']}" if r["entry"] else "")
+            )
     return 0 if rows else 1

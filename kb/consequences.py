@@ -30,7 +30,10 @@ _PATTERNS: list[tuple[str, str]] = [
     ("timeout", r"[Cc]aught collective operation timeout"),
     ("timeout", r"timed out in blocking wait"),
     ("timeout", r"Timeout at NCCL work: -?\d+"),
-    ("timeout", r"(?:failure|Exception \(either an error or timeout\)) detected by watchdog at work"),
+    (
+        "timeout",
+        r"(?:failure|Exception \(either an error or timeout\)) detected by watchdog at work",
+    ),
     # The heartbeat monitor of a rank that did NOT time out itself, told through the store:
     # "Received a dump signal due to a collective timeout from  rank 0" (a straggler prints this).
     ("told", r"Received a dump signal due to a collective timeout from\s+rank"),
@@ -49,8 +52,14 @@ _PATTERNS: list[tuple[str, str]] = [
     ("teardown", r"To avoid data inconsistency, we are taking the entire process down"),
     ("teardown", r"Process group watchdog thread terminated with exception"),
     ("teardown", r"Terminating the process after attempting to dump debug info"),
-    ("teardown", r"ProcessGroupNCCL preparing to dump debug info|First PG on this rank to signal dumping"),
-    ("abort", r"NCCL communicator was aborted|ProcessGroupNCCL (?:is )?abort|Launching ProcessGroupNCCL abort"),
+    (
+        "teardown",
+        r"ProcessGroupNCCL preparing to dump debug info|First PG on this rank to signal dumping",
+    ),
+    (
+        "abort",
+        r"NCCL communicator was aborted|ProcessGroupNCCL (?:is )?abort|Launching ProcessGroupNCCL abort",
+    ),
     # A peer that died: gloo's "Connection closed by peer [ip]:port. This is typically caused by a
     # remote worker crashing", NCCL's ncclRemoteError, the store's socket errors.
     ("peer-gone", r"Connection (?:closed|reset) by (?:remote )?peer|[Bb]roken pipe"),
@@ -58,13 +67,18 @@ _PATTERNS: list[tuple[str, str]] = [
     ("peer-gone", r"recvValue failed|recvBytes failed|Failed to recv, got 0 bytes"),
     # The agent stopping the ranks that were still running (or being stopped itself).
     ("sigterm", r"Signal (?:15 \(SIGTERM\)|2 \(SIGINT\)|1 \(SIGHUP\)) received by PID"),
-    ("sigterm", r"SignalException: Process \d+ got signal: (?:15|2|1)\b|Received (?:Signals\.)?SIG(?:TERM|INT|HUP) death signal"),
+    (
+        "sigterm",
+        r"SignalException: Process \d+ got signal: (?:15|2|1)\b|Received (?:Signals\.)?SIG(?:TERM|INT|HUP) death signal",
+    ),
 ]
 
 # Lines that only wrap another error (the error is on the next line): never an answer by
 # themselves, whatever entry they match.
-_NEUTRAL = re.compile(r"terminate called after throwing an instance of 'c10::(?:DistBackendError|Error)'"
-                      r"|^Exception raised from \w+ at |^Traceback \(most recent call last\)")
+_NEUTRAL = re.compile(
+    r"terminate called after throwing an instance of 'c10::(?:DistBackendError|Error)'"
+    r"|^Exception raised from \w+ at |^Traceback \(most recent call last\)"
+)
 
 # Entries whose every signature is a symptom of waiting on another rank.
 CONSEQUENCE_IDS = frozenset({"nccl-timeout"})

@@ -16,9 +16,10 @@ from __future__ import annotations
 import gzip
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO, Iterable, Union
+from typing import IO, BinaryIO, Union
 
 from .diagnose import Finding, diagnose
 from .extract import Scan, iter_chunks, scan, scan_text
@@ -74,7 +75,9 @@ class Engine:
     index are each built once, on first use, under the engine's lock.
     """
 
-    def __init__(self, kb_dirs: Iterable[str] | None = None, *, knowledge: KnowledgeBase | None = None):
+    def __init__(
+        self, kb_dirs: Iterable[str] | None = None, *, knowledge: KnowledgeBase | None = None
+    ):
         self.kb_dirs = list(kb_dirs or [])
         self._kb = knowledge
         self._lock = threading.RLock()
@@ -176,17 +179,30 @@ class Engine:
         suggestions: list[Match] = []
         # A CUDA code the log states exactly that no entry owns: the code table explains it in
         # the diagnosis, and a full-text guess would only name a neighbour.
-        unowned = [c for c in facts.cuda_codes if c.api != "unknown" and (c.api, c.value) not in owners]
+        unowned = [
+            c for c in facts.cuda_codes if c.api != "unknown" and (c.api, c.value) not in owners
+        ]
         if not matches and not unowned and fulltext and s.lines and not s.binary:
             suggestions = self._suggest(s, top)
         matches.sort(key=lambda m: -m.score)
         findings = diagnose(facts, owners)
         warnings = self.warnings
         if s.dropped:
-            warnings.append(f"{s.dropped} candidate line(s) between the first and last part of the "
-                            f"log were not examined")
-        return LookupResult(matches[:top], facts, findings, suggestions[:top], s.total_lines,
-                            s.total_bytes, s.binary, s.dropped, warnings)
+            warnings.append(
+                f"{s.dropped} candidate line(s) between the first and last part of the "
+                f"log were not examined"
+            )
+        return LookupResult(
+            matches[:top],
+            facts,
+            findings,
+            suggestions[:top],
+            s.total_lines,
+            s.total_bytes,
+            s.binary,
+            s.dropped,
+            warnings,
+        )
 
     def _suggest(self, s: Scan, top: int) -> list[Match]:
         ft = self.fulltext()
@@ -202,8 +218,15 @@ class Engine:
                 continue
             clear = rank == 0 and (len(found) == 1 or th.score >= 1.25 * found[1].score)
             conf = "medium" if clear and cov >= FULLTEXT_MEDIUM else "low"
-            out.append(Match(entry=e, score=min(th.score, 4.0) * cov, confidence=conf, source="fulltext",
-                             captures={"coverage": f"{cov:.2f}", "terms": f"{th.matched}/{th.asked}"}))
+            out.append(
+                Match(
+                    entry=e,
+                    score=min(th.score, 4.0) * cov,
+                    confidence=conf,
+                    source="fulltext",
+                    captures={"coverage": f"{cov:.2f}", "terms": f"{th.matched}/{th.asked}"},
+                )
+            )
         return out
 
 
@@ -213,12 +236,16 @@ def _rank(hits: list[Hit], order: dict[tuple[str, str], int]) -> list[Match]:
     signature that comes first in its entry (and the entry that comes first in the KB)."""
     if not hits:
         return []
-    hits = sorted(hits, key=lambda h: (h.line_number, order.get((h.entry.id, h.signature.id), 1 << 30)))
+    hits = sorted(
+        hits, key=lambda h: (h.line_number, order.get((h.entry.id, h.signature.id), 1 << 30))
+    )
     by_entry: dict[str, list[Hit]] = {}
     for h in hits:
         by_entry.setdefault(h.entry.id, []).append(h)
     strong = [hs for hs in by_entry.values() if max(map(_weight, hs)) >= 1.0]
-    root_line = min((next(h.line_number for h in hs if _weight(h) >= 1.0) for hs in strong), default=None)
+    root_line = min(
+        (next(h.line_number for h in hs if _weight(h) >= 1.0) for hs in strong), default=None
+    )
     out = []
     for hs in by_entry.values():
         weight = max(map(_weight, hs))
@@ -234,10 +261,19 @@ def _rank(hits: list[Hit], order: dict[tuple[str, str], int]) -> list[Match]:
             score += ROOT_BONUS
         conf = "high" if weight >= 1.0 else "medium"
         source = "code" if shown.signature.id.startswith("cuda-code") else "signature"
-        out.append(Match(entry=shown.entry, score=score, confidence=conf, source=source,
-                         signature=shown.signature.id, line=shown.line, line_number=shown.line_number,
-                         captures=_captures(shown, hs),
-                         hits=tuple(HitRef(h.signature.id, h.line_number, h.line) for h in hs)))
+        out.append(
+            Match(
+                entry=shown.entry,
+                score=score,
+                confidence=conf,
+                source=source,
+                signature=shown.signature.id,
+                line=shown.line,
+                line_number=shown.line_number,
+                captures=_captures(shown, hs),
+                hits=tuple(HitRef(h.signature.id, h.line_number, h.line) for h in hs),
+            )
+        )
     return out
 
 
@@ -279,8 +315,9 @@ def _code_hits(kb: KnowledgeBase, facts: Facts, owners: dict[tuple[str, int], st
     return out
 
 
-def _number_matches(kb: KnowledgeBase, facts: Facts, have: set[str],
-                    owners: dict[tuple[str, int], str]) -> list[Match]:
+def _number_matches(
+    kb: KnowledgeBase, facts: Facts, have: set[str], owners: dict[tuple[str, int], str]
+) -> list[Match]:
     """A bare number: every era's reading, the likelier first (legacy wording in the log puts
     the pre-CUDA-10.1 numbering first)."""
     out: list[Match] = []
@@ -298,9 +335,18 @@ def _number_matches(kb: KnowledgeBase, facts: Facts, have: set[str],
                 continue
             have.add(entry.id)
             conf = "medium" if not ambiguous or rank == 0 else "low"
-            out.append(Match(entry=entry, score=6.0 - rank, confidence=conf, source="code",
-                             signature=None, line="", line_number=code.line_number,
-                             captures={"code": str(code.value), "api": key[0]}))
+            out.append(
+                Match(
+                    entry=entry,
+                    score=6.0 - rank,
+                    confidence=conf,
+                    source="code",
+                    signature=None,
+                    line="",
+                    line_number=code.line_number,
+                    captures={"code": str(code.value), "api": key[0]},
+                )
+            )
     return out
 
 
@@ -338,13 +384,22 @@ def engine_for(kb: KnowledgeBase) -> Engine:
     return eng
 
 
-def lookup_text(text: str | bytes, top: int = 3, kb_dirs: Iterable[str] | None = None,
-                kb: KnowledgeBase | None = None, fulltext: bool = True) -> LookupResult:
+def lookup_text(
+    text: str | bytes,
+    top: int = 3,
+    kb_dirs: Iterable[str] | None = None,
+    kb: KnowledgeBase | None = None,
+    fulltext: bool = True,
+) -> LookupResult:
     eng = engine_for(kb) if kb is not None else default_engine(kb_dirs)
     return eng.lookup(text, top=top, fulltext=fulltext)
 
 
-def lookup_stream(stream: BinaryIO, top: int = 3, kb_dirs: Iterable[str] | None = None,
-                  kb: KnowledgeBase | None = None) -> LookupResult:
+def lookup_stream(
+    stream: BinaryIO,
+    top: int = 3,
+    kb_dirs: Iterable[str] | None = None,
+    kb: KnowledgeBase | None = None,
+) -> LookupResult:
     eng = engine_for(kb) if kb is not None else default_engine(kb_dirs)
     return eng.lookup(stream, top=top)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -98,7 +99,9 @@ def _schema_message(err) -> str:
     return f"{where}: {msg}"
 
 
-def load_file(path: Path, local: bool = False, raw: bytes | None = None) -> tuple[Entry | None, list[Problem]]:
+def load_file(
+    path: Path, local: bool = False, raw: bytes | None = None
+) -> tuple[Entry | None, list[Problem]]:
     """Load one entry file. Returns (entry or None, problems)."""
     global _VALIDATOR
     p = str(path)
@@ -109,15 +112,23 @@ def load_file(path: Path, local: bool = False, raw: bytes | None = None) -> tupl
     try:
         size = path.stat().st_size
         if size > MAX_ENTRY_BYTES:
-            return None, [problem("KB012", f"{size} bytes; an entry is at most {MAX_ENTRY_BYTES}",
-                                  hint="is this really an entry file? move it out of the entries folder")]
+            return None, [
+                problem(
+                    "KB012",
+                    f"{size} bytes; an entry is at most {MAX_ENTRY_BYTES}",
+                    hint="is this really an entry file? move it out of the entries folder",
+                )
+            ]
         if raw is None:
             raw = path.read_bytes()
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        return None, [problem("KB001", f"invalid UTF-8 at byte {e.start}", line,
-                              hint="save the file as UTF-8")]
+        return None, [
+            problem(
+                "KB001", f"invalid UTF-8 at byte {e.start}", line, hint="save the file as UTF-8"
+            )
+        ]
     except OSError as e:
         return None, [problem("KB001", f"cannot read: {e.strerror or e}")]
     if "\x00" in text:
@@ -135,28 +146,54 @@ def load_file(path: Path, local: bool = False, raw: bytes | None = None) -> tupl
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         what = getattr(e, "problem", None) or str(e)
-        return None, [problem("KB002", f"invalid YAML: {what}", line, col,
-                              hint="check indentation and quoting; regexes are safest in single quotes")]
+        return None, [
+            problem(
+                "KB002",
+                f"invalid YAML: {what}",
+                line,
+                col,
+                hint="check indentation and quoting; regexes are safest in single quotes",
+            )
+        ]
 
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "empty"
-        return None, [problem("KB003", f"top level is {kind}, expected a mapping of fields",
-                              hint="an entry starts with 'id: ...'")]
+        return None, [
+            problem(
+                "KB003",
+                f"top level is {kind}, expected a mapping of fields",
+                hint="an entry starts with 'id: ...'",
+            )
+        ]
 
     if _VALIDATOR is None:
         _VALIDATOR = _validator()
     problems: list[Problem] = []
     for err in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         line, col = _locate(node, err.absolute_path)
-        problems.append(problem("KB004", _schema_message(err), line, col,
-                                hint="see kb/schema.json for the fields an entry holds"))
+        problems.append(
+            problem(
+                "KB004",
+                _schema_message(err),
+                line,
+                col,
+                hint="see kb/schema.json for the fields an entry holds",
+            )
+        )
     if problems:
         return None, problems
 
     if data["id"] != path.stem:
         line, col = _locate(node, ["id"])
-        problems.append(problem("KB005", f"id '{data['id']}' but file is '{path.name}'", line, col,
-                                hint=f"rename the file to {data['id']}.yaml or fix the id"))
+        problems.append(
+            problem(
+                "KB005",
+                f"id '{data['id']}' but file is '{path.name}'",
+                line,
+                col,
+                hint=f"rename the file to {data['id']}.yaml or fix the id",
+            )
+        )
 
     sigs: list[Signature] = []
     seen_sig: set[str] = set()
@@ -169,25 +206,51 @@ def load_file(path: Path, local: bool = False, raw: bytes | None = None) -> tupl
         try:
             rx = re.compile(s["pattern"], flags)
         except re.error as e:
-            problems.append(problem("KB007", f"signature '{s['id']}': {e}", line, col,
-                                    hint="signatures are Python regexes: escape ( ) [ ] . * + ?"))
+            problems.append(
+                problem(
+                    "KB007",
+                    f"signature '{s['id']}': {e}",
+                    line,
+                    col,
+                    hint="signatures are Python regexes: escape ( ) [ ] . * + ?",
+                )
+            )
             continue
         if rx.search("") is not None:
-            problems.append(problem("KB008", f"signature '{s['id']}' matches the empty string", line, col,
-                                    hint="it would match every line; make it require text"))
+            problems.append(
+                problem(
+                    "KB008",
+                    f"signature '{s['id']}' matches the empty string",
+                    line,
+                    col,
+                    hint="it would match every line; make it require text",
+                )
+            )
             continue
         risk = backtracking_risk(s["pattern"])
         if risk:
-            problems.append(problem("KB018", f"signature '{s['id']}': {risk}", line, col,
-                                    hint="make the inner part exact or the outer one bounded; "
-                                         "in a local entry it is stopped after a time limit"))
-        sigs.append(Signature(
-            id=s["id"], pattern=s["pattern"], ignore_case=bool(s.get("ignore_case", False)),
-            weight=float(s.get("weight", 1.0)), era=s.get("era", ""),
-            versions=dict(s.get("versions", {})),
-            literal=required_literal(s["pattern"], bool(s.get("ignore_case", False))),
-            head=leading_literal(s["pattern"]),
-        ))
+            problems.append(
+                problem(
+                    "KB018",
+                    f"signature '{s['id']}': {risk}",
+                    line,
+                    col,
+                    hint="make the inner part exact or the outer one bounded; "
+                    "in a local entry it is stopped after a time limit",
+                )
+            )
+        sigs.append(
+            Signature(
+                id=s["id"],
+                pattern=s["pattern"],
+                ignore_case=bool(s.get("ignore_case", False)),
+                weight=float(s.get("weight", 1.0)),
+                era=s.get("era", ""),
+                versions=dict(s.get("versions", {})),
+                literal=required_literal(s["pattern"], bool(s.get("ignore_case", False))),
+                head=leading_literal(s["pattern"]),
+            )
+        )
 
     repro = None
     if "repro" in data:
@@ -195,43 +258,74 @@ def load_file(path: Path, local: bool = False, raw: bytes | None = None) -> tupl
         for j, sid in enumerate(r["expect"]):
             if sid not in seen_sig:
                 line, col = _locate(node, ["repro", "expect", j])
-                problems.append(problem("KB011", f"repro expects '{sid}', which is not a signature id",
-                                        line, col, hint="known: " + ", ".join(sorted(seen_sig))))
+                problems.append(
+                    problem(
+                        "KB011",
+                        f"repro expects '{sid}', which is not a signature id",
+                        line,
+                        col,
+                        hint="known: " + ", ".join(sorted(seen_sig)),
+                    )
+                )
         req = r.get("requires", {})
         repro = Repro(
-            code=r["code"], expect=tuple(r["expect"]), env=dict(r.get("env", {})),
+            code=r["code"],
+            expect=tuple(r["expect"]),
+            env=dict(r.get("env", {})),
             timeout=float(r.get("timeout", 120)),
             requires=Requirements(
-                gpu=bool(req.get("gpu", True)), gpus=int(req.get("gpus", 1)),
+                gpu=bool(req.get("gpu", True)),
+                gpus=int(req.get("gpus", 1)),
                 free_memory_gb=float(req.get("free_memory_gb", 0)),
                 compute_capability=req.get("compute_capability", ""),
-                torch=req.get("torch", ""), exclusive=bool(req.get("exclusive", False))),
+                torch=req.get("torch", ""),
+                exclusive=bool(req.get("exclusive", False)),
+            ),
         )
     fix_check = None
     if "fix_check" in data:
         f = data["fix_check"]
-        fix_check = Program(code=f["code"], env=dict(f.get("env", {})), timeout=float(f.get("timeout", 120)))
+        fix_check = Program(
+            code=f["code"], env=dict(f.get("env", {})), timeout=float(f.get("timeout", 120))
+        )
     for j, nr in enumerate(data.get("not_reproducible", [])):
         if nr["signature"] not in seen_sig:
             line, col = _locate(node, ["not_reproducible", j, "signature"])
-            problems.append(problem("KB015", f"'{nr['signature']}' is not a signature id", line, col))
+            problems.append(
+                problem("KB015", f"'{nr['signature']}' is not a signature id", line, col)
+            )
 
     entry = Entry(
-        id=data["id"], area=path.parent.name, path=p, title=data["title"], summary=data["summary"],
+        id=data["id"],
+        area=path.parent.name,
+        path=p,
+        title=data["title"],
+        summary=data["summary"],
         tags=tuple(data["tags"]),
         codes=tuple(Code(c["api"], c["value"], c.get("name", "")) for c in data.get("codes", [])),
-        signatures=tuple(sigs), causes=tuple(data["causes"]), diagnostics=tuple(data["diagnostics"]),
-        fixes=tuple(data["fixes"]), examples_match=tuple(data["examples"]["match"]),
-        examples_no_match=tuple(NearMiss(x["text"], x["belongs"]) for x in data["examples"]["no_match"]), references=tuple(data["references"]),
-        repro=repro, fix_check=fix_check, not_reproducible=tuple(data.get("not_reproducible", [])),
+        signatures=tuple(sigs),
+        causes=tuple(data["causes"]),
+        diagnostics=tuple(data["diagnostics"]),
+        fixes=tuple(data["fixes"]),
+        examples_match=tuple(data["examples"]["match"]),
+        examples_no_match=tuple(
+            NearMiss(x["text"], x["belongs"]) for x in data["examples"]["no_match"]
+        ),
+        references=tuple(data["references"]),
+        repro=repro,
+        fix_check=fix_check,
+        not_reproducible=tuple(data.get("not_reproducible", [])),
         local=local,
     )
     # An entry with a broken regex is still returned (its other signatures work) but lint fails.
     return entry, problems
 
 
-def load_dirs(bundled: Iterable[Path], local: Iterable[Path] = (),
-              data: dict[Path, bytes | None] | None = None) -> LoadResult:
+def load_dirs(
+    bundled: Iterable[Path],
+    local: Iterable[Path] = (),
+    data: dict[Path, bytes | None] | None = None,
+) -> LoadResult:
     """Load every entry file; `data` holds the bytes already read (knowledge.load hashes and
     parses the same bytes)."""
     import time
@@ -252,9 +346,16 @@ def load_dirs(bundled: Iterable[Path], local: Iterable[Path] = (),
             if entry is None:
                 continue
             if entry.id in seen:
-                problems.append(Problem(str(f), 1, 1, "KB006",
-                                        f"id '{entry.id}' is already used by {seen[entry.id]}",
-                                        "ids are unique across all entry folders; pick another"))
+                problems.append(
+                    Problem(
+                        str(f),
+                        1,
+                        1,
+                        "KB006",
+                        f"id '{entry.id}' is already used by {seen[entry.id]}",
+                        "ids are unique across all entry folders; pick another",
+                    )
+                )
                 continue
             seen[entry.id] = str(f)
             entries.append(entry)

@@ -35,7 +35,10 @@ class ErrorFile:
         return self.traceback or self.message
 
     def to_dict(self) -> dict:
-        d = {"path": self.path, "message": self.message.splitlines()[0][:500] if self.message else ""}
+        d = {
+            "path": self.path,
+            "message": self.message.splitlines()[0][:500] if self.message else "",
+        }
         if self.timestamp is not None:
             d["timestamp"] = self.timestamp
         if self.error_code is not None:
@@ -61,8 +64,13 @@ def read(path: str | os.PathLike[str]) -> ErrorFile | None:
     msg = data["message"]
     if isinstance(msg, dict):
         extra = msg.get("extraInfo") if isinstance(msg.get("extraInfo"), dict) else {}
-        return ErrorFile(str(path), str(msg.get("message") or ""), str(extra.get("py_callstack") or ""),
-                         _int(extra.get("timestamp")), _int(msg.get("errorCode")))
+        return ErrorFile(
+            str(path),
+            str(msg.get("message") or ""),
+            str(extra.get("py_callstack") or ""),
+            _int(extra.get("timestamp")),
+            _int(msg.get("errorCode")),
+        )
     return ErrorFile(str(path), str(msg), "", _int(data.get("timestamp")))
 
 

@@ -11,24 +11,71 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO
 
 from .rank_prefix import rank_of
 
 # Every error line kb knows holds one of these: TRIGGERS in any case, EXACT_TRIGGERS as written
 # ("cuda" in lower case is everywhere in training logs: cuda:0, torch.cuda, .cuda()). lint checks
 # each entry's examples against them (KB009's hint), so no signature is invisible to the scan.
-TRIGGERS = (b"error", b"assert", b"fail", b"nccl", b"out of memory", b"exception", b"nvidia",
-            b"mismatch", b"expected", b"cublas", b"cudnn", b"triton", b"abort", b"timeout",
-            b"timed out", b"illegal", b"driver", b"sm_", b"capability", b"nvrm", b"xid",
-            # Native crashes, signals and broken installs rarely say "error".
-            b"fault", b"segv", b"sigbus", b"sigfpe", b"sigill", b"sigkill", b"sigterm",
-            b"core dumped", b"floating point", b"killed", b"signal", b"terminate",
-            b"undefined symbol", b"no module named", b"shared object", b"not implemented",
-            b"unsupported", b"not supported", b"no attribute", b"cannot", b"can't", b"could not",
-            b"unable", b"invalid", b"warning", b"not compiled", b"corrupt", b"double free",
-            b"(supported:", b"wasn't built", b"only supports", b"no devices were found")
+TRIGGERS = (
+    b"error",
+    b"assert",
+    b"fail",
+    b"nccl",
+    b"out of memory",
+    b"exception",
+    b"nvidia",
+    b"mismatch",
+    b"expected",
+    b"cublas",
+    b"cudnn",
+    b"triton",
+    b"abort",
+    b"timeout",
+    b"timed out",
+    b"illegal",
+    b"driver",
+    b"sm_",
+    b"capability",
+    b"nvrm",
+    b"xid",
+    # Native crashes, signals and broken installs rarely say "error".
+    b"fault",
+    b"segv",
+    b"sigbus",
+    b"sigfpe",
+    b"sigill",
+    b"sigkill",
+    b"sigterm",
+    b"core dumped",
+    b"floating point",
+    b"killed",
+    b"signal",
+    b"terminate",
+    b"undefined symbol",
+    b"no module named",
+    b"shared object",
+    b"not implemented",
+    b"unsupported",
+    b"not supported",
+    b"no attribute",
+    b"cannot",
+    b"can't",
+    b"could not",
+    b"unable",
+    b"invalid",
+    b"warning",
+    b"not compiled",
+    b"corrupt",
+    b"double free",
+    b"(supported:",
+    b"wasn't built",
+    b"only supports",
+    b"no devices were found",
+)
 EXACT_TRIGGERS = (b"CUDA",)
 
 CHUNK = 8 << 20
@@ -39,11 +86,10 @@ KEEP_TAIL = 1600  # ...and the last lines hold the final exception
 KEEP_MIDDLE = 200  # error-looking lines between the two, the earliest first
 MAX_WINDOWS = 64  # per long line: windows around its first and last trigger words
 
-_ANSI_SRC = (r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
+_ANSI_SRC = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]"
 # Prefixes stamped on lines by launchers, schedulers, CI systems and loggers. Applied repeatedly
 # at the start of a line, so "2024-05-01T10:00:00Z [rank3]: [default0]: ..." is peeled in turn.
-_PREFIX_SRC = (
-    r"""(?:
+_PREFIX_SRC = r"""(?:
         \s+
       | \d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*   # ISO timestamps
       | \[\d{4}-\d\d-\d\d[^\]]*\]\s*                                             # [2024-01-01 ...]
@@ -59,7 +105,6 @@ _PREFIX_SRC = (
       | >+\s*                                                                    # quoted replies
       | [-*]\s+(?=\*\*)                                                          # Markdown list items
     )"""
-)
 _BOX_TAIL_SRC = r"\s*[│┃║]\s*$"
 _BOLD_SRC = r"(?<!\*)\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?!\*)"  # **text**, not *** banners ***
 # A line can only carry a prefix if it starts with one of these; most error lines start with a
@@ -71,8 +116,12 @@ _RX: dict[str, re.Pattern] = {}
 def _rx(name: str) -> re.Pattern:
     rx = _RX.get(name)
     if rx is None:
-        src = {"ansi": (_ANSI_SRC, 0), "prefix": (_PREFIX_SRC, re.VERBOSE), "box": (_BOX_TAIL_SRC, 0),
-               "bold": (_BOLD_SRC, 0)}[name]
+        src = {
+            "ansi": (_ANSI_SRC, 0),
+            "prefix": (_PREFIX_SRC, re.VERBOSE),
+            "box": (_BOX_TAIL_SRC, 0),
+            "bold": (_BOLD_SRC, 0),
+        }[name]
         rx = _RX[name] = re.compile(*src)
     return rx
 
@@ -113,7 +162,9 @@ class Line:
     after: str = ""  # for an OOM line: the lines after it, where a wrapped message's figures went
     rank: int | None = None  # the rank its launcher prefix names ([rank3]:, [default3]:, "3: ")
     prefix: str = ""  # what was peeled off (launcher prefixes, timestamps)
-    block: str = ""  # for torchrun's ChildFailedError line: the Failures / Root Cause block after it
+    block: str = (
+        ""  # for torchrun's ChildFailedError line: the Failures / Root Cause block after it
+    )
     source: int = 0  # which input it came from, when several are read as one job
 
 
@@ -139,9 +190,11 @@ def _looks_binary(first: bytes) -> bool:
     if not sample:
         return False
     # Logs are text: few NULs, few control bytes, and (whatever the locale) mostly valid UTF-8.
-    return (sample.count(b"\x00") > len(sample) // 100
-            or sum(c < 9 or 13 < c < 32 for c in sample) > len(sample) // 10
-            or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 20)
+    return (
+        sample.count(b"\x00") > len(sample) // 100
+        or sum(c < 9 or 13 < c < 32 for c in sample) > len(sample) // 10
+        or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 20
+    )
 
 
 class _Window:
@@ -165,7 +218,9 @@ class _Window:
     def middle_full(self) -> bool:
         return len(self.middle) >= KEEP_MIDDLE
 
-    def add(self, number: int, raw: bytes, count: int = 1, after: bytes = b"", block: bytes = b"") -> bool:
+    def add(
+        self, number: int, raw: bytes, count: int = 1, after: bytes = b"", block: bytes = b""
+    ) -> bool:
         """Keep a line; False when it was a repeat (or blank after cleaning)."""
         prefix, text = _text(raw)
         if not text:
@@ -178,7 +233,9 @@ class _Window:
             return False
         ln = Line(number, text, count, rank=rank, prefix=prefix[:200])
         if after:
-            ln.after = " ".join(clean_line(a) for a in after.decode("utf-8", "replace").splitlines())[:KEEP_LINE]
+            ln.after = " ".join(
+                clean_line(a) for a in after.decode("utf-8", "replace").splitlines()
+            )[:KEEP_LINE]
         if block:
             ln.block = block.decode("utf-8", "replace")
         if not self.head_full:
@@ -214,7 +271,7 @@ class _Window:
 
 
 def _text(raw: bytes) -> tuple[str, str]:
-    prefix, text = peel(raw[:KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))
+    prefix, text = peel(raw[: KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))
     return prefix, text[:KEEP_LINE]
 
 
@@ -226,7 +283,9 @@ def _key(rank: int | None, text: str):
 
 # What an error line looks like, for the lines between head and tail (bytes for the bulk scan of
 # skipped regions, text for lines leaving the tail).
-_ERRORISH = re.compile(rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)[:\] ]")
+_ERRORISH = re.compile(
+    rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)[:\] ]"
+)
 _ERRORISH_TEXT = re.compile(_ERRORISH.pattern.decode())
 
 
@@ -244,9 +303,11 @@ def _hyperscan_db():
 
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                 words = TRIGGERS + EXACT_TRIGGERS
-                db.compile(expressions=[re.escape(t.decode()).encode() for t in words],
-                           ids=list(range(len(words))),
-                           flags=[hyperscan.HS_FLAG_CASELESS] * len(TRIGGERS) + [0] * len(EXACT_TRIGGERS))
+                db.compile(
+                    expressions=[re.escape(t.decode()).encode() for t in words],
+                    ids=list(range(len(words))),
+                    flags=[hyperscan.HS_FLAG_CASELESS] * len(TRIGGERS) + [0] * len(EXACT_TRIGGERS),
+                )
                 _HS_DB = db
             except Exception:  # no wheel for this platform, or a CPU without SSSE3
                 _HS_DB = None
@@ -312,7 +373,7 @@ def scan(chunks: Iterable[bytes]) -> Scan:
             cut = len(buf) - KEEP_LINE // 2
             for a, b in _trigger_windows(buf, skip, cut):
                 win.add(line_no + 1, buf[a:b])
-            carry, skip = buf[cut - KEEP_LINE // 2:], KEEP_LINE // 2
+            carry, skip = buf[cut - KEEP_LINE // 2 :], KEEP_LINE // 2
             continue
         body, carry = buf[:end], buf[end:]
         if body:
@@ -361,7 +422,7 @@ def _scan_body(body: bytes, line_no: int, win: _Window, skip: int = 0) -> int:
     while j > i and len(firsts) < KEEP_TAIL:
         j -= 1
         ls, le = cands[j]
-        key = body[ls:min(le, ls + 512)]
+        key = body[ls : min(le, ls + 512)]
         got = firsts.get(key)
         if got is None:
             firsts[key] = [ls, le, 1]
@@ -394,7 +455,7 @@ def _keep_errorish(body: bytes, start: int, end: int, line_no: int, win: _Window
         le = body.find(b"\n", m.end())
         n += body.count(b"\n", prev, ls)
         prev = ls
-        kept += win.keep_middle(n + 1, body[ls:le if le != -1 else len(body)])
+        kept += win.keep_middle(n + 1, body[ls : le if le != -1 else len(body)])
         if win.middle_full:
             break
     return kept
@@ -422,7 +483,7 @@ def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, 
         for _ in range(4):
             nxt = body.find(b"\n", end + 1)
             end = nxt if nxt != -1 else len(body)
-        after = body[le + 1:end][:KEEP_LINE]
+        after = body[le + 1 : end][:KEEP_LINE]
     block = _failure_block(body, le) if b"ChildFailedError:" in seg else b""
     win.add(number, seg, count, after, block)
     joined = _unwrapped(body, ls, le)
@@ -446,7 +507,7 @@ def _failure_block(body: bytes, le: int) -> bytes:
         border = body.find(b"\n====", root, end)
         if border != -1:
             end = border + 1
-    return body[le + 1:end]
+    return body[le + 1 : end]
 
 
 WRAP_WIDTHS = frozenset((80, 100, 120, 132, 140, 150, 160, 200, 240, 250, 256))
@@ -462,7 +523,7 @@ def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
     if width < WRAP_MIN:
         return None
     prev_start = body.rfind(b"\n", 0, max(ls - 1, 0)) + 1 if ls else -1
-    same_as_prev = ls > 0 and len(body[prev_start:ls - 1].rstrip(b"\r")) == width
+    same_as_prev = ls > 0 and len(body[prev_start : ls - 1].rstrip(b"\r")) == width
     if width not in WRAP_WIDTHS and not same_as_prev:
         return None
     parts = [seg]
@@ -472,7 +533,7 @@ def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
             break
         nxt_end = body.find(b"\n", pos + 1)
         nxt_end = len(body) if nxt_end == -1 else nxt_end
-        nxt = body[pos + 1:nxt_end].rstrip(b"\r")
+        nxt = body[pos + 1 : nxt_end].rstrip(b"\r")
         if not nxt.strip() or len(nxt) > width:
             break
         parts.append(nxt)

@@ -4,14 +4,25 @@ type, file:line, kernel assertion, GPU index, rank, torch version hints."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .extract import Line
 from .wrappers import sightings
 
-_UNITS = {"b": 1, "bytes": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-          "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
+_UNITS = {
+    "b": 1,
+    "bytes": 1,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+}
 _SIZE = r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|bytes|B)"
 
 
@@ -57,7 +68,9 @@ class Facts:
     gpu: int | None = None
     rank: int | None = None
     torch_version: str | None = None
-    legacy_hints: list[str] = field(default_factory=list)  # why the log looks pre-1.x / pre-CUDA-10.1
+    legacy_hints: list[str] = field(
+        default_factory=list
+    )  # why the log looks pre-1.x / pre-CUDA-10.1
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -81,12 +94,18 @@ class _Lazy:
         return getattr(self.rx, name)
 
 
-_LEGACY_RT = _Lazy(r"cuda runtime error \((?P<code>\d+)\)\s*:\s*(?P<text>.+?)(?: at (?P<loc>\S+:\d+))?\s*$")
+_LEGACY_RT = _Lazy(
+    r"cuda runtime error \((?P<code>\d+)\)\s*:\s*(?P<text>.+?)(?: at (?P<loc>\S+:\d+))?\s*$"
+)
 # glog CHECK macros (Caffe, many C++ extensions): "Check failed: error == cudaSuccess (77 vs. 0)  text"
 _CHECK_EQ = _Lazy(r"cudaSuccess \((?P<code>\d+) vs\. 0\)\s*(?P<text>[^\n]*?)\s*$")
-_THC_CHECK = _Lazy(r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$")
+_THC_CHECK = _Lazy(
+    r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$"
+)
 _CUDA_NUM = _Lazy(r"\bcuda(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b", re.I)
-_BARE_CODE = _Lazy(r"^\s*(?:cuda\s*)?(?:error|err|code|cudaError)?\s*[:=#(]?\s*(?P<code>\d{1,5})\)?\s*$", re.I)
+_BARE_CODE = _Lazy(
+    r"^\s*(?:cuda\s*)?(?:error|err|code|cudaError)?\s*[:=#(]?\s*(?P<code>\d{1,5})\)?\s*$", re.I
+)
 _EXC = _Lazy(r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Warning))\b(?::|$)")
 _EXC_Q = _Lazy(r"\b(?P<exc>torch\.(?:\w+\.)*[A-Z]\w*Error|[A-Z]\w*Error)\s*:")
 _LOC = _Lazy(r"(?P<loc>[\w./-]+\.(?:cu|cpp|cuh|h|c|py)):(?P<line>\d+)")
@@ -97,13 +116,20 @@ _TORCH_VER = _Lazy(r"\b(?:torch|pytorch|PyTorch)[ =/-]?v?(?P<v>\d+\.\d+(?:\.\d+)
 
 # OOM, every wording PyTorch has used.
 _OOM_TRIED = _Lazy(r"Tried to allocate " + _SIZE)
-_OOM_1X = _Lazy(r"\(GPU (?P<gpu>\d+); " + r"(?P<t>\d+(?:\.\d+)?) (?P<tu>[KMGT]i?B) total capacity; "
-                     r"(?P<a>\d+(?:\.\d+)?) (?P<au>[KMGT]i?B) already allocated; "
-                     r"(?P<f>\d+(?:\.\d+)?) (?P<fu>[KMGT]i?B|bytes) free; "
-                     r"(?:(?P<r>\d+(?:\.\d+)?) (?P<ru>[KMGT]i?B) reserved in total by PyTorch|"
-                     r"(?P<c>\d+(?:\.\d+)?) (?P<cu>[KMGT]i?B|bytes) cached)")
-_OOM_2X_TOTAL = _Lazy(r"GPU (?P<gpu>\d+) has a total capacit(?:y|ies) of " + _SIZE +
-                           r" of which " + _SIZE + r" is free")
+_OOM_1X = _Lazy(
+    r"\(GPU (?P<gpu>\d+); " + r"(?P<t>\d+(?:\.\d+)?) (?P<tu>[KMGT]i?B) total capacity; "
+    r"(?P<a>\d+(?:\.\d+)?) (?P<au>[KMGT]i?B) already allocated; "
+    r"(?P<f>\d+(?:\.\d+)?) (?P<fu>[KMGT]i?B|bytes) free; "
+    r"(?:(?P<r>\d+(?:\.\d+)?) (?P<ru>[KMGT]i?B) reserved in total by PyTorch|"
+    r"(?P<c>\d+(?:\.\d+)?) (?P<cu>[KMGT]i?B|bytes) cached)"
+)
+_OOM_2X_TOTAL = _Lazy(
+    r"GPU (?P<gpu>\d+) has a total capacit(?:y|ies) of "
+    + _SIZE
+    + r" of which "
+    + _SIZE
+    + r" is free"
+)
 _OOM_2X_PROC = _Lazy(r"this process has " + _SIZE + r" memory in use")
 _OOM_2X_ALLOC = _Lazy(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
 _OOM_2X_RESUNALLOC = _Lazy(_SIZE + r" is reserved by PyTorch but unallocated")
@@ -134,14 +160,23 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
     seen_codes: set[tuple[int, str]] = set()
     lines = list(lines)
 
-    def add_code(value: int, api: str, name: str, text: str, ln: Line, interp=None,
-                 wrapper: str = "", partial: bool = False) -> None:
+    def add_code(
+        value: int,
+        api: str,
+        name: str,
+        text: str,
+        ln: Line,
+        interp=None,
+        wrapper: str = "",
+        partial: bool = False,
+    ) -> None:
         key = (value, api)
         if key in seen_codes:
             return
         seen_codes.add(key)
-        f.cuda_codes.append(CudaCode(value, api, name, text, ln.number, interp or [], wrapper, partial,
-                                     ln.text))
+        f.cuda_codes.append(
+            CudaCode(value, api, name, text, ln.number, interp or [], wrapper, partial, ln.text)
+        )
 
     single = len(lines) == 1
     for ln in lines:
@@ -214,6 +249,7 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
 def _richer(a: OomFigures, b: OomFigures) -> bool:
     def n(o):
         return sum(v is not None for v in (o.requested, o.total, o.free, o.allocated, o.reserved))
+
     return n(a) > n(b)
 
 
@@ -257,7 +293,9 @@ def _parse_oom(t: str, number: int) -> OomFigures | None:
             if o.allocated is not None:
                 o.reserved = o.allocated + o.reserved_unallocated
     for m in _OOM_OTHER.finditer(t):
-        o.other_processes.append({"pid": int(m.group("pid")), "bytes": to_bytes(m.group(2), m.group(3))})
+        o.other_processes.append(
+            {"pid": int(m.group("pid")), "bytes": to_bytes(m.group(2), m.group(3))}
+        )
     if not o.format:
         o.format = "plain"
     return o

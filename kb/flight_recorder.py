@@ -45,11 +45,13 @@ def _as_list(items):
 # to one of these (torch/csrc/jit/serialization/pickler.cpp, pushSpecializedList); each only
 # rebuilds the list it is given, so a local stand-in that does the same is safe to call. Every
 # other global is refused.
-_LIST_BUILDERS = {("torch.jit._pickle", n) for n in ("build_intlist", "build_doublelist", "build_boollist")}
+_LIST_BUILDERS = {
+    ("torch.jit._pickle", n) for n in ("build_intlist", "build_doublelist", "build_boollist")
+}
 
 
 class _Refusing(pickle.Unpickler):
-    def find_class(self, module, name):  # noqa: D401 - pickle's hook
+    def find_class(self, module, name):
         if (module, name) in _LIST_BUILDERS:
             return _as_list
         raise pickle.UnpicklingError(f"refused to load global {module}.{name}")
@@ -84,8 +86,13 @@ class Dump:
         return max(seqs) if seqs else None
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "rank": self.rank, "version": self.version, "entries": len(self.entries),
-                "pg_status": self.status}
+        return {
+            "path": self.path,
+            "rank": self.rank,
+            "version": self.version,
+            "entries": len(self.entries),
+            "pg_status": self.status,
+        }
 
 
 def looks_like_dump(path: str | os.PathLike[str]) -> bool:
@@ -128,12 +135,22 @@ def load(path: str | os.PathLike[str], rank: int | None = None) -> Dump | None:
         seq = _int(e.get("collective_seq_id"))
         if seq is None:
             continue
-        entries.append(Entry(pg_name, seq, str(e.get("profiling_name", "")), str(e.get("state", "")),
-                             e.get("input_sizes") or [], e.get("frames") or []))
+        entries.append(
+            Entry(
+                pg_name,
+                seq,
+                str(e.get("profiling_name", "")),
+                str(e.get("state", "")),
+                e.get("input_sizes") or [],
+                e.get("frames") or [],
+            )
+        )
     status = {}
     for pg, st in (data.get("pg_status") or {}).items():
         if isinstance(st, dict):
-            status[str(pg)] = {k: v for k, v in ((k, _int(v)) for k, v in st.items()) if v is not None}
+            status[str(pg)] = {
+                k: v for k, v in ((k, _int(v)) for k, v in st.items()) if v is not None
+            }
     return Dump(str(path), rank, str(data.get("version", "")), entries, status)
 
 
@@ -184,6 +201,13 @@ def _pg_desync(pg: str, dumps: list[Dump]) -> Desync | None:
         sizes = {json.dumps(e.sizes) for e in seen.values()}
         if len(ops) > 1 or len(sizes) > 1:
             detail = "; ".join(f"rank {r}: {e.op} {e.sizes}" for r, e in sorted(seen.items()))
-            return Desync(seq, "/".join(sorted(ops)), [], sorted(seen), "flight-recorder", pg,
-                          detail=("different ops" if len(ops) > 1 else "different sizes") + f" ({detail})")
+            return Desync(
+                seq,
+                "/".join(sorted(ops)),
+                [],
+                sorted(seen),
+                "flight-recorder",
+                pg,
+                detail=("different ops" if len(ops) > 1 else "different sizes") + f" ({detail})",
+            )
     return None

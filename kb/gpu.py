@@ -66,16 +66,16 @@ def inspect() -> tuple[GpuInfo | None, str]:
     """(the visible GPUs or None, why None). Never raises."""
     try:
         import pynvml
-    except Exception:  # noqa: BLE001 - absent, or broken in any way: same answer
+    except Exception:
         return None, "NVML unavailable (the nvidia-ml-py package is not installed)"
     try:
         pynvml.nvmlInit()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return None, f"no NVIDIA driver? (NVML: {_text(e) or type(e).__name__})"
     try:
         try:
             driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        except Exception:  # noqa: BLE001
+        except Exception:
             driver = ""
         devices: list[GpuDevice] = []
         for i in range(int(pynvml.nvmlDeviceGetCount())):
@@ -84,24 +84,24 @@ def inspect() -> tuple[GpuInfo | None, str]:
                 name = _text(pynvml.nvmlDeviceGetName(h))
                 mem = pynvml.nvmlDeviceGetMemoryInfo(h)
                 total, free = int(mem.total) >> 20, int(mem.free) >> 20
-            except Exception:  # noqa: BLE001 - a device NVML cannot read is not usable here
+            except Exception:
                 continue
             try:
                 major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
                 cc = f"{int(major)}.{int(minor)}"
-            except Exception:  # noqa: BLE001
+            except Exception:
                 cc = ""
             try:
                 uuid = _text(pynvml.nvmlDeviceGetUUID(h))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 uuid = ""
             devices.append(GpuDevice(i, name, total, free, cc, uuid))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return None, f"NVML query failed: {_text(e) or type(e).__name__}"
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     spec = os.environ.get("CUDA_VISIBLE_DEVICES")
     visible = _visible(devices, spec)
@@ -110,8 +110,15 @@ def inspect() -> tuple[GpuInfo | None, str]:
             return None, f"no GPU visible (CUDA_VISIBLE_DEVICES={spec!r})"
         return None, "NVML found no GPU"
     first = visible[0]
-    return GpuInfo(first.name, first.memory_total_mib, first.memory_free_mib, driver, len(visible),
-                   first.compute_capability, tuple(visible)), ""
+    return GpuInfo(
+        first.name,
+        first.memory_total_mib,
+        first.memory_free_mib,
+        driver,
+        len(visible),
+        first.compute_capability,
+        tuple(visible),
+    ), ""
 
 
 def probe() -> GpuInfo | None:

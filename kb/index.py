@@ -41,9 +41,13 @@ def _schema():
     from whoosh.fields import ID, TEXT, Schema
 
     ana = StemmingAnalyzer()
-    return Schema(id=ID(stored=True, unique=True), title=TEXT(analyzer=ana, field_boost=2.0),
-                  wording=TEXT(analyzer=ana, field_boost=1.5), summary=TEXT(analyzer=ana),
-                  causes=TEXT(analyzer=ana, field_boost=0.7))
+    return Schema(
+        id=ID(stored=True, unique=True),
+        title=TEXT(analyzer=ana, field_boost=2.0),
+        wording=TEXT(analyzer=ana, field_boost=1.5),
+        summary=TEXT(analyzer=ana),
+        causes=TEXT(analyzer=ana, field_boost=0.7),
+    )
 
 
 STALE_S = 600  # a superseded index is removed once no lookup can still be opening it
@@ -129,7 +133,9 @@ def _fill(kb: KnowledgeBase, ix) -> None:
     w = ix.writer()
     for e in kb.entries:
         causes = " ".join(f"{c['title']} {c['detail']}" for c in e.causes)
-        w.add_document(id=e.id, title=e.title, wording=wording_text(e), summary=e.summary, causes=causes)
+        w.add_document(
+            id=e.id, title=e.title, wording=wording_text(e), summary=e.summary, causes=causes
+        )
     w.commit()
 
 

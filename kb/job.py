@@ -34,7 +34,9 @@ from .watchdog import Desync, desync_from_progress, progress
 
 LAUNCHER = None  # the key of lines no rank printed (torchrun's agent, the shell)
 
-_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s|\s*$)")
+_EXCEPTION = re.compile(
+    r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s|\s*$)"
+)
 
 # Evidence levels of a rank's own failure (lower is stronger evidence that it came first).
 LEVEL = {"error": 1, "exception": 2, "signal": 3, "exit": 4}
@@ -43,6 +45,7 @@ LEVEL = {"error": 1, "exception": 2, "signal": 3, "exit": 4}
 @dataclass
 class RankInput:
     """Everything read about one rank before any verdict."""
+
     rank: int | None
     host: str | None = None
     lines: list[tuple[Line, str]] = field(default_factory=list)  # (line, path it came from)
@@ -71,8 +74,15 @@ class RankVerdict:
     _match: object = None  # the Match behind id, for rendering
 
     def to_dict(self) -> dict:
-        d = {"rank": self.rank, "id": self.id, "role": self.role, "cause": self.cause, "line": self.line,
-             "line_number": self.line_number, "path": self.path}
+        d = {
+            "rank": self.rank,
+            "id": self.id,
+            "role": self.role,
+            "cause": self.cause,
+            "line": self.line,
+            "line_number": self.line_number,
+            "path": self.path,
+        }
         for k in ("host", "title", "time", "exitcode", "signal", "evidence_from"):
             v = getattr(self, k)
             if v is not None:
@@ -101,22 +111,42 @@ class JobView:
         root = None
         if self.root is not None:
             ev = self.root_evidence()
-            root = {"rank": self.root.rank, "id": self.root.id, "line": ev.line, "line_number": ev.line_number,
-                    "path": ev.path, "kind": self.kind, "reason": self.root.reason}
+            root = {
+                "rank": self.root.rank,
+                "id": self.root.id,
+                "line": ev.line,
+                "line_number": ev.line_number,
+                "path": ev.path,
+                "kind": self.kind,
+                "reason": self.root.reason,
+            }
             if self.root.host is not None:
                 root["host"] = self.root.host
             if self.evidence is not None:
                 root["evidence_rank"] = self.evidence.rank
         elif self.kind != "none":
-            root = {"rank": None, "id": None, "line": "", "line_number": 0, "path": None, "kind": self.kind,
-                    "reason": self.summary}
-        d = {"root": root, "kind": self.kind, "summary": self.summary,
-             "ranks": [r.to_dict() for r in self.ranks],
-             "desync": self.desync.to_dict() if self.desync else None}
+            root = {
+                "rank": None,
+                "id": None,
+                "line": "",
+                "line_number": 0,
+                "path": None,
+                "kind": self.kind,
+                "reason": self.summary,
+            }
+        d = {
+            "root": root,
+            "kind": self.kind,
+            "summary": self.summary,
+            "ranks": [r.to_dict() for r in self.ranks],
+            "desync": self.desync.to_dict() if self.desync else None,
+        }
         if self.torchrun and self.torchrun.failures:
             tr_root = self.torchrun.root
-            d["torchrun"] = {"root_rank": tr_root.rank if tr_root else None,
-                             "failures": [f.to_dict() for f in self.torchrun.failures]}
+            d["torchrun"] = {
+                "root_rank": tr_root.rank if tr_root else None,
+                "failures": [f.to_dict() for f in self.torchrun.failures],
+            }
         if self.error_files:
             d["error_files"] = [e.to_dict() for e in self.error_files]
         if self.dumps:
@@ -131,7 +161,9 @@ def group(lines: list[tuple[Line, str, int | None]]) -> dict[int | None, RankInp
     """Lines (with their path and the rank the path names) -> one RankInput per rank. A line's
     own launcher prefix wins over its file's name; ProcessGroupNCCL's "[Rank N]" in the text
     places lines that carry neither; "node-7: " host prefixes key a job with no ranks at all."""
-    hosts = {h[0] for ln, _, r in lines if ln.rank is None and r is None for h in [host_of(ln.text)] if h}
+    hosts = {
+        h[0] for ln, _, r in lines if ln.rank is None and r is None for h in [host_of(ln.text)] if h
+    }
     # pdsh / clush put "host: " before every line, ProcessGroupNCCL's own "[Rank N]" included
     use_hosts = len(hosts) >= 2
     out: dict[int | None, RankInput] = {}
@@ -202,9 +234,14 @@ def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
     v.evidence_from = "log" if event is not None else None
     if event is None:
         # Its own output did not say: the error file (@record) or torchrun's copy of it does.
-        for text, path, kind in ((ri.error_file.text if ri.error_file else "",
-                                  ri.error_file.path if ri.error_file else None, "error-file"),
-                                 (f.traceback if f else "", None, "torchrun-summary")):
+        for text, path, kind in (
+            (
+                ri.error_file.text if ri.error_file else "",
+                ri.error_file.path if ri.error_file else None,
+                "error-file",
+            ),
+            (f.traceback if f else "", None, "torchrun-summary"),
+        ):
             if text:
                 lines = [(ln, path) for ln in scan_text(text).lines]
                 event, _ = _first_event(engine, lines)  # type: ignore[arg-type]
@@ -227,7 +264,11 @@ def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
             v.reason = f"{m.id}: {m.entry.title}" if m is not None else "an error no entry knows"
     elif f is not None and f.signum is not None:
         # torchrun's own line for it ("Signal 9 (SIGKILL) received by PID 4367") is the evidence.
-        v.line, v.line_number, v.evidence_from = f.traceback.splitlines()[0] if f.traceback else "", 0, "torchrun-summary"
+        v.line, v.line_number, v.evidence_from = (
+            f.traceback.splitlines()[0] if f.traceback else "",
+            0,
+            "torchrun-summary",
+        )
         sig = f.signal or f"signal {f.signum}"
         if f.signum in consequences.STOPPED_BY_OTHERS:
             v.role, v.cause = "consequence", "sigterm"
@@ -261,16 +302,23 @@ def _torchrun_time(s: str) -> tuple[float, str] | None:
 def _fmt_time(ri: RankInput, v: RankVerdict) -> str | None:
     for ln, _ in ri.lines:
         if ln.text == v.line:
-            m = re.search(r"\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d+)?|[EWIF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?",
-                          ln.prefix + " " + ln.text[:64])
+            m = re.search(
+                r"\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d+)?|[EWIF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?",
+                ln.prefix + " " + ln.text[:64],
+            )
             return m.group(0) if m else None
     return None
 
 
 # ---------------------------------------------------------------- the job
-def analyze(engine: Engine, lines: list[tuple[Line, str, int | None]], *,
-            error_files: list[tuple[ErrorFile, int | None, bool]] = (),
-            dumps: list[Dump] = (), several: bool = False) -> JobView | None:
+def analyze(
+    engine: Engine,
+    lines: list[tuple[Line, str, int | None]],
+    *,
+    error_files: list[tuple[ErrorFile, int | None, bool]] = (),
+    dumps: list[Dump] = (),
+    several: bool = False,
+) -> JobView | None:
     """The job view of these lines (each with its path and the rank the path names), or None
     when the input is not a job (one process, no launcher summary, nothing else). Error files
     come with the rank their path names and whether it is a local rank (torchrun's folders are
@@ -294,9 +342,13 @@ def analyze(engine: Engine, lines: list[tuple[Line, str, int | None]], *,
     for d in dumps:
         if d.rank is not None:
             ranks.setdefault(d.rank, RankInput(d.rank)).dump = d
-    if not ranks or (len(ranks) < 2 and not summary.failures and not efs and not dumps and not several):
+    if not ranks or (
+        len(ranks) < 2 and not summary.failures and not efs and not dumps and not several
+    ):
         return None  # one process (a `kb run` of plain `python train.py`, one log): no job to tell
-    forced = torchrun_summary.forced_kills(ln.text for ln, _ in launcher.lines) if launcher else set()
+    forced = (
+        torchrun_summary.forced_kills(ln.text for ln, _ in launcher.lines) if launcher else set()
+    )
     verdicts = []
     for key in sorted(ranks, key=lambda k: (isinstance(k, str), k)):
         ri = ranks[key]
@@ -313,8 +365,10 @@ def analyze(engine: Engine, lines: list[tuple[Line, str, int | None]], *,
     if summary.root is not None and view.root is not None and summary.root.rank != view.root.rank:
         rv = next((v for v in verdicts if v.rank == summary.root.rank), None)
         if rv is not None and rv.role == "consequence":
-            view.notes.append(f"torchrun's \"Root Cause (first observed failure)\" names rank {summary.root.rank}, "
-                              f"which only {rv.reason}: it failed first, it did not fail of its own.")
+            view.notes.append(
+                f'torchrun\'s "Root Cause (first observed failure)" names rank {summary.root.rank}, '
+                f"which only {rv.reason}: it failed first, it did not fail of its own."
+            )
     return view
 
 
@@ -339,8 +393,10 @@ def _attribute_unprefixed(engine: Engine, view: JobView, launcher: RankInput) ->
     if not root.line or view.kind != "exception":
         root.line, root.line_number, root.path = ln.text, ln.number, path
     root.reason += f"; the error printed without a rank prefix is most likely its: {m.id}"
-    view.notes.append(f"{_who(root)} is taken to have printed line {ln.number} ({m.id}): no rank prefix "
-                      "says who did, and it is the only rank that failed of its own")
+    view.notes.append(
+        f"{_who(root)} is taken to have printed line {ln.number} ({m.id}): no rank prefix "
+        "says who did, and it is the only rank that failed of its own"
+    )
 
 
 def _torchrun(launcher: RankInput | None) -> torchrun_summary.Summary:
@@ -368,20 +424,33 @@ def _decide(verdicts: list[RankVerdict], ranks, summary, dumps: list[Dump]) -> J
     # No rank failed of its own: who did not reach the collective the others waited in?
     found = fr_desync(dumps)
     if found is None or not found.missing:
-        prog = {v.rank: progress(ln.text for ln, _ in ranks[v.rank].lines)
-                for v in verdicts if v.rank is not None and v.rank in ranks}
+        prog = {
+            v.rank: progress(ln.text for ln, _ in ranks[v.rank].lines)
+            for v in verdicts
+            if v.rank is not None and v.rank in ranks
+        }
         from_logs = desync_from_progress(prog)
         if from_logs is not None and (found is None or from_logs.missing):
             found = from_logs
     timed = [v for v in verdicts if v.cause == "timeout"]
     if (found is None or not found.missing) and timed:
-        quiet = [v.rank for v in verdicts if v.rank is not None and v.cause in ("none", "told", "sigterm")]
+        quiet = [
+            v.rank
+            for v in verdicts
+            if v.rank is not None and v.cause in ("none", "told", "sigterm")
+        ]
         if quiet:
-            found = Desync(found.seq if found else None, found.op if found else None, sorted(quiet),
-                           sorted(v.rank for v in timed if v.rank is not None), "no-timeout")
+            found = Desync(
+                found.seq if found else None,
+                found.op if found else None,
+                sorted(quiet),
+                sorted(v.rank for v in timed if v.rank is not None),
+                "no-timeout",
+            )
     if found is not None and found.missing:
-        victim = next((v for v in verdicts if v.rank in found.waiting and v.id), None) or \
-            next((v for v in verdicts if v.rank in found.waiting), None)
+        victim = next((v for v in verdicts if v.rank in found.waiting and v.id), None) or next(
+            (v for v in verdicts if v.rank in found.waiting), None
+        )
         known = {v.rank for v in verdicts}
         for r in found.missing:
             if r not in known:  # named by the others only: it printed nothing we were given
@@ -394,18 +463,36 @@ def _decide(verdicts: list[RankVerdict], ranks, summary, dumps: list[Dump]) -> J
         root = roots[0]
         if victim is not None:
             root.id, root.title, root._match = victim.id, victim.title, victim._match
-        return JobView(verdicts, root, "desync", _desync_summary(found), desync=found, evidence=victim)
+        return JobView(
+            verdicts, root, "desync", _desync_summary(found), desync=found, evidence=victim
+        )
     if timed:
-        return JobView(verdicts, None, "desync", _desync_summary(found, all_waiting=True), desync=found)
-    if verdicts and all(v.cause == "sigterm" for v in verdicts if v.exitcode is not None) and \
-            any(v.cause == "sigterm" for v in verdicts):
-        return JobView(verdicts, None, "terminated",
-                       "every rank was stopped by a signal from outside (SIGTERM/SIGINT): the job was "
-                       "cancelled, hit a time limit, or its launcher was stopped")
+        return JobView(
+            verdicts, None, "desync", _desync_summary(found, all_waiting=True), desync=found
+        )
+    if (
+        verdicts
+        and all(v.cause == "sigterm" for v in verdicts if v.exitcode is not None)
+        and any(v.cause == "sigterm" for v in verdicts)
+    ):
+        return JobView(
+            verdicts,
+            None,
+            "terminated",
+            "every rank was stopped by a signal from outside (SIGTERM/SIGINT): the job was "
+            "cancelled, hit a time limit, or its launcher was stopped",
+        )
     cons = [v for v in verdicts if v.role == "consequence"]
     if cons:
-        return JobView(verdicts, None, "none", "only consequences of another failure are in the logs "
-                       "(" + ", ".join(sorted({v.cause for v in cons})) + "); the failing rank's own output is missing")
+        return JobView(
+            verdicts,
+            None,
+            "none",
+            "only consequences of another failure are in the logs "
+            "("
+            + ", ".join(sorted({v.cause for v in cons}))
+            + "); the failing rank's own output is missing",
+        )
     return JobView(verdicts, None, "none", "no rank shows a failure")
 
 
@@ -431,13 +518,21 @@ def _rank_key(v: RankVerdict):
 
 
 def _who(v: RankVerdict) -> str:
-    return f"rank {v.rank}" if v.rank is not None else (f"host {v.host}" if v.host else "the launcher")
+    return (
+        f"rank {v.rank}" if v.rank is not None else (f"host {v.host}" if v.host else "the launcher")
+    )
 
 
 def _summary(root: RankVerdict, verdicts: list[RankVerdict]) -> str:
-    what = (f"{root.id}" if root.id else {"exception": "an error no entry knows",
-                                             "signal": f"death by {root.signal or 'a signal'}",
-                                             "exit": f"exit code {root.exitcode}"}.get(root.cause, root.cause))
+    what = (
+        f"{root.id}"
+        if root.id
+        else {
+            "exception": "an error no entry knows",
+            "signal": f"death by {root.signal or 'a signal'}",
+            "exit": f"exit code {root.exitcode}",
+        }.get(root.cause, root.cause)
+    )
     others = [v for v in verdicts if v is not root and v.role == "consequence"]
     s = f"{_who(root)} failed first: {what}"
     if others:
@@ -451,28 +546,39 @@ def _missing_reason(d: Desync, v: RankVerdict) -> str:
     coll = f"collective #{d.seq}" if d.seq is not None else "the collective"
     if d.op:
         coll += f" ({d.op})"
-    how = {"flight-recorder": "its Flight Recorder dump stops before it",
-           "watchdog": "its last enqueued work is below the SeqNum the others timed out on",
-           "monitored-barrier": "monitoredBarrier named it",
-           "no-timeout": "it never timed out itself while the others waited"}[d.by]
+    how = {
+        "flight-recorder": "its Flight Recorder dump stops before it",
+        "watchdog": "its last enqueued work is below the SeqNum the others timed out on",
+        "monitored-barrier": "monitoredBarrier named it",
+        "no-timeout": "it never timed out itself while the others waited",
+    }[d.by]
     return f"did not reach {coll}: {how}"
 
 
 def _desync_summary(d: Desync | None, all_waiting: bool = False) -> str:
     if d is None:
-        return ("desync: every rank that reported timed out waiting in a collective; no rank shows an "
-                "error of its own. Look for a rank that is missing from the logs, or a network fault")
+        return (
+            "desync: every rank that reported timed out waiting in a collective; no rank shows an "
+            "error of its own. Look for a rank that is missing from the logs, or a network fault"
+        )
     coll = f"collective #{d.seq}" if d.seq is not None else "a collective"
     if d.op:
         coll += f" ({d.op})"
     if d.detail:
         return f"desync at {coll}: {d.detail}"
     if all_waiting or not d.missing:
-        return (f"desync: ranks {', '.join(map(str, d.waiting))} all timed out in {coll}; no rank is "
-                "missing from it, which points at the interconnect or at ranks outside these logs")
-    by = {"flight-recorder": "the Flight Recorder dumps", "watchdog": "the watchdog's sequence numbers",
-          "monitored-barrier": "monitoredBarrier's report",
-          "no-timeout": "it never timed out itself while the others did"}[d.by]
-    return (f"desync: rank{'s' if len(d.missing) > 1 else ''} {', '.join(map(str, d.missing))} did not reach "
-            f"{coll}; rank{'s' if len(d.waiting) > 1 else ''} {', '.join(map(str, d.waiting))} timed out waiting "
-            f"(by {by})")
+        return (
+            f"desync: ranks {', '.join(map(str, d.waiting))} all timed out in {coll}; no rank is "
+            "missing from it, which points at the interconnect or at ranks outside these logs"
+        )
+    by = {
+        "flight-recorder": "the Flight Recorder dumps",
+        "watchdog": "the watchdog's sequence numbers",
+        "monitored-barrier": "monitoredBarrier's report",
+        "no-timeout": "it never timed out itself while the others did",
+    }[d.by]
+    return (
+        f"desync: rank{'s' if len(d.missing) > 1 else ''} {', '.join(map(str, d.missing))} did not reach "
+        f"{coll}; rank{'s' if len(d.waiting) > 1 else ''} {', '.join(map(str, d.waiting))} timed out waiting "
+        f"(by {by})"
+    )

@@ -67,7 +67,11 @@ def _walk(root: Path) -> list[Path]:
     base = len(root.parts)
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if len(here.parts) - base < MAX_DEPTH else []
+        dirnames[:] = (
+            sorted(d for d in dirnames if not d.startswith("."))
+            if len(here.parts) - base < MAX_DEPTH
+            else []
+        )
         for name in sorted(filenames):
             f = here / name
             if name.startswith(".") or f.is_symlink() or not f.is_file():
@@ -92,15 +96,18 @@ def _add(out: JobInputs, f: Path, from_folder: bool) -> None:
             return
         if from_folder:
             return  # some other JSON in the folder (configs, metrics)
-    if _DUMP_NAME.search(name) and not name.endswith(_LOG_EXT) and flight_recorder.looks_like_dump(f):
+    if (
+        _DUMP_NAME.search(name)
+        and not name.endswith(_LOG_EXT)
+        and flight_recorder.looks_like_dump(f)
+    ):
         m = _DUMP_NAME.search(name)
         out.dumps.append(Source(str(f), int(m.group(1) or m.group(2))))
         return
-    if from_folder and not name.endswith(_LOG_EXT):
-        # Not a log by its name: checkpoints, images, scripts are skipped; a name with no suffix
-        # ("stderr", "output") is read when it is text (a core file is not).
-        if "." in name or not _looks_text(f):
-            return
+    # Not a log by its name: checkpoints, images, scripts are skipped; a name with no suffix
+    # ("stderr", "output") is read when it is text (a core file is not).
+    if from_folder and not name.endswith(_LOG_EXT) and ("." in name or not _looks_text(f)):
+        return
     if not from_folder and flight_recorder.looks_like_dump(f) and _head(f)[:1] == b"\x80":
         out.dumps.append(Source(str(f), rank, local))
         return

@@ -24,7 +24,7 @@ class InputError(Exception):
 class Source:
     """One input: a file (or "<stdin>", "<text>") and the rank its path names, if any."""
 
-    __slots__ = ("path", "rank", "local")
+    __slots__ = ("local", "path", "rank")
 
     def __init__(self, path: str, rank: int | None = None, local: bool = False):
         self.path = path
@@ -38,10 +38,15 @@ class JobLookup:
     Plain classes rather than dataclasses: this module is on the cold path of every `kb lookup`,
     where creating a dataclass costs milliseconds."""
 
-    __slots__ = ("result", "job", "paths", "path_of")
+    __slots__ = ("job", "path_of", "paths", "result")
 
-    def __init__(self, result: LookupResult, job=None, paths: list[str] | None = None,
-                 path_of: dict[tuple[int, str], str] | None = None):
+    def __init__(
+        self,
+        result: LookupResult,
+        job=None,
+        paths: list[str] | None = None,
+        path_of: dict[tuple[int, str], str] | None = None,
+    ):
         self.result = result
         self.job = job  # kb.job.JobView, imported only when there is one
         self.paths = paths or []  # the inputs read, in source order
@@ -65,7 +70,9 @@ def lookup_paths(engine: Engine, paths: list[str], *, top: int = 3) -> JobLookup
     return _lookup(engine, scans, inputs, top)
 
 
-def lookup_stream(engine: Engine, stream: BinaryIO, *, top: int = 3, name: str = "<stdin>") -> JobLookup:
+def lookup_stream(
+    engine: Engine, stream: BinaryIO, *, top: int = 3, name: str = "<stdin>"
+) -> JobLookup:
     return _lookup(engine, [(Source(name), scan(iter_chunks(stream)))], None, top)
 
 
@@ -119,7 +126,9 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) 
         ef = error_file.read(src.path)
         if ef is not None:
             efs.append((ef, src.rank, src.local))
-    dumps = [d for d in (flight_recorder.load(s.path, s.rank) for s in inputs.dumps) if d is not None]
+    dumps = [
+        d for d in (flight_recorder.load(s.path, s.rank) for s in inputs.dumps) if d is not None
+    ]
     # One pass of the usual lookup over everything, error files' tracebacks included.
     for ef, _, _ in efs:
         scans.append((Source(ef.path), scan_text(ef.text)))
@@ -135,8 +144,13 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) 
             path_of.setdefault((ln.number, ln.text), src.path)
             if i < n_logs:
                 tagged.append((ln, src.path, src.rank))
-    total = Scan(combined, sum(s.total_lines for _, s in scans), sum(s.total_bytes for _, s in scans),
-                 sum(s.dropped for _, s in scans), any(s.binary for _, s in scans) and len(scans) == 1)
+    total = Scan(
+        combined,
+        sum(s.total_lines for _, s in scans),
+        sum(s.total_bytes for _, s in scans),
+        sum(s.dropped for _, s in scans),
+        any(s.binary for _, s in scans) and len(scans) == 1,
+    )
     several = inputs.several
     job = analyze(engine, tagged, error_files=efs, dumps=dumps, several=several)
     result = engine.lookup_scan(total, top=max(top, 50) if job else top)

@@ -36,7 +36,9 @@ def job_lines(job: JobView, st: Style) -> list[str]:
     root = job.root
     if root is not None:
         head = f"root cause: {_who(root)}"
-        if root.id and job.kind != "desync":  # a desync's id is the victims' timeout, not the root's
+        if (
+            root.id and job.kind != "desync"
+        ):  # a desync's id is the victims' timeout, not the root's
             head += f"  {st.bold(root.id)}"
         out.append(st.bold("job") + f"  {head}")
         out.append("  " + _wrap_plain(job.summary))
@@ -57,12 +59,19 @@ def job_lines(job: JobView, st: Style) -> list[str]:
             loc = f"{where}:{ev.line_number}" if where and ev.line_number else where
             if ev is not v:
                 loc = f"{_who(ev)}, {loc}"
-            out.append(f"  {'':{width}}  {'':11} " + st.dim(f"{loc}  " if loc else "") + ev.line[:240])
+            out.append(
+                f"  {'':{width}}  {'':11} " + st.dim(f"{loc}  " if loc else "") + ev.line[:240]
+            )
     if job.desync and job.desync.detail:
         out.append("  " + job.desync.detail)
     if job.torchrun and job.torchrun.root is not None:
-        out.append(st.dim(f"  torchrun: first observed failure rank {job.torchrun.root.rank}, exit code "
-                          f"{job.torchrun.root.exitcode}" + (f" ({job.torchrun.root.signal})" if job.torchrun.root.signal else "")))
+        out.append(
+            st.dim(
+                f"  torchrun: first observed failure rank {job.torchrun.root.rank}, exit code "
+                f"{job.torchrun.root.exitcode}"
+                + (f" ({job.torchrun.root.signal})" if job.torchrun.root.signal else "")
+            )
+        )
     for n in job.notes:
         out.append(st.dim("  " + _wrap_plain(n)))
     return out
@@ -120,10 +129,18 @@ def lookup_markdown(jl: JobLookup, kb: KnowledgeBase) -> str:
     job = jl.job
     if job is None:
         return body
-    out = [f"### kb: job, root cause {_who(job.root) if job.root else job.kind}", "", job.summary, "",
-           "| rank | role | entry | why |", "| --- | --- | --- | --- |"]
+    out = [
+        f"### kb: job, root cause {_who(job.root) if job.root else job.kind}",
+        "",
+        job.summary,
+        "",
+        "| rank | role | entry | why |",
+        "| --- | --- | --- | --- |",
+    ]
     for v in job.ranks:
-        out.append(f"| {_who(v)} | {v.role} | {f'`{v.id}`' if v.id else v.cause} | {v.reason.replace('|', '/')} |")
+        out.append(
+            f"| {_who(v)} | {v.role} | {f'`{v.id}`' if v.id else v.cause} | {v.reason.replace('|', '/')} |"
+        )
     ev = job.root_evidence()
     if ev is not None and ev.line:
         out += ["", "```", ev.line, "```"]
@@ -164,11 +181,17 @@ def lookup_github(jl: JobLookup) -> str:
         who = f" (host {root.host})"
     what = entry_id
     if what is None and job is not None:
-        what = {"desync": "desync", "signal": f"killed by {root.signal}" if root else "killed",
-                "exit": f"exit code {root.exitcode}" if root else "exit", "terminated": "terminated"}.get(job.kind)
+        what = {
+            "desync": "desync",
+            "signal": f"killed by {root.signal}" if root else "killed",
+            "exit": f"exit code {root.exitcode}" if root else "exit",
+            "terminated": "terminated",
+        }.get(job.kind)
     title = f"kb: {what or 'unknown error'}{who}"
     ev = job.root_evidence() if job else None
-    line = (ev.line if ev and ev.line else (best.line if best else "")) or (job.summary if job else "")
+    line = (ev.line if ev and ev.line else (best.line if best else "")) or (
+        job.summary if job else ""
+    )
     msg = line
     if best is not None:
         msg += f"\n{best.entry.title}\nkb show {best.id}"
@@ -190,5 +213,12 @@ def lookup_github(jl: JobLookup) -> str:
     return f"::{level} {','.join(props)}::{_esc_data(msg)}\n"
 
 
-__all__ = ["lookup_dict", "lookup_text", "lookup_markdown", "lookup_jsonl", "lookup_github", "job_lines",
-           "match_dict"]
+__all__ = [
+    "job_lines",
+    "lookup_dict",
+    "lookup_github",
+    "lookup_jsonl",
+    "lookup_markdown",
+    "lookup_text",
+    "match_dict",
+]

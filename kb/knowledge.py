@@ -63,14 +63,19 @@ def _snapshot(groups: list[tuple[str, list[Path]]]) -> tuple[str, dict[Path, byt
     return h.hexdigest(), data
 
 
-def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
-         use_cache: bool = True) -> KnowledgeBase:
+def load(
+    kb_dirs: list[str] | None = None, bundled: list[Path] | None = None, use_cache: bool = True
+) -> KnowledgeBase:
     """Load the bundled entries plus the user's folders (--kb-dir, KB_PATH)."""
     bundled = bundled if bundled is not None else [paths.bundled_entries_dir()]
     local = paths.user_entry_dirs(kb_dirs)
     ev_dir = paths.evidence_dir()
     for attempt in range(10):
-        groups = [("b", entry_files(bundled)), ("l", entry_files(local)), ("e", evidence_files(ev_dir))]
+        groups = [
+            ("b", entry_files(bundled)),
+            ("l", entry_files(local)),
+            ("e", evidence_files(ev_dir)),
+        ]
         digest, data = _snapshot(groups)
         cache = paths.state_dir() / f"entries-{digest}.pickle"
         if use_cache:
@@ -80,8 +85,15 @@ def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
                 if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
                     kb.warnings = []
                     return kb
-            except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError,
-                    ValueError):
+            except (
+                OSError,
+                pickle.UnpicklingError,
+                EOFError,
+                AttributeError,
+                ImportError,
+                TypeError,
+                ValueError,
+            ):
                 pass
         # Only on a cache miss: YAML parsing and schema validation cost more than everything else.
         from .entries import load_dirs
@@ -102,8 +114,10 @@ def load(kb_dirs: list[str] | None = None, bundled: list[Path] | None = None,
     if use_cache:
         problem = _write_cache(cache, kb)
         if problem:
-            kb.warnings = [f"cannot write kb's cache in {cache.parent} ({problem}); lookups still "
-                           f"work, only slower (set KB_HOME to a writable folder)"]
+            kb.warnings = [
+                f"cannot write kb's cache in {cache.parent} ({problem}); lookups still "
+                f"work, only slower (set KB_HOME to a writable folder)"
+            ]
     return kb
 
 

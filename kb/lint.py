@@ -54,26 +54,53 @@ def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
         hits = text_hits(index, ex)
         exercised.update(h.signature.id for h in hits)
         if not hits and not _states_own_code(entry, ex):
-            unseen = [ln for ln in ex.splitlines() if ln.strip() and not has_trigger(ln)
-                      and any(index.match_line(ln))]
-            hint = ("its matching line holds no trigger word, so a log scan never looks at it; "
-                    "see kb.extract.TRIGGERS and EXACT_TRIGGERS" if unseen else
-                    "widen a signature, or remove the example if it belongs to another entry")
-            problems.append(_problem(entry, "KB009", f"example '{_short(ex)}' matches no signature", hint))
+            unseen = [
+                ln
+                for ln in ex.splitlines()
+                if ln.strip() and not has_trigger(ln) and any(index.match_line(ln))
+            ]
+            hint = (
+                "its matching line holds no trigger word, so a log scan never looks at it; "
+                "see kb.extract.TRIGGERS and EXACT_TRIGGERS"
+                if unseen
+                else "widen a signature, or remove the example if it belongs to another entry"
+            )
+            problems.append(
+                _problem(entry, "KB009", f"example '{_short(ex)}' matches no signature", hint)
+            )
     for near in entry.examples_no_match:
         hits = text_hits(index, near.text)
         if hits:
-            problems.append(_problem(entry, "KB010", f"no_match example '{_short(near.text)}' matches "
-                                     f"signature '{hits[0].signature.id}'", "tighten that signature"))
+            problems.append(
+                _problem(
+                    entry,
+                    "KB010",
+                    f"no_match example '{_short(near.text)}' matches "
+                    f"signature '{hits[0].signature.id}'",
+                    "tighten that signature",
+                )
+            )
     for s in entry.signatures:
         if s.id not in exercised:
-            problems.append(_problem(entry, "KB016", f"signature '{s.id}' is matched by no example",
-                                     "add a match example in that wording"))
+            problems.append(
+                _problem(
+                    entry,
+                    "KB016",
+                    f"signature '{s.id}' is matched by no example",
+                    "add a match example in that wording",
+                )
+            )
     if codes_known is not None:
         for c in entry.codes:
             if codes_known(c.api, c.value) is None:
-                problems.append(_problem(entry, "KB014", f"code {c.api} {c.value} is not in the CUDA code table",
-                                         "check the number against kb code"))
+                problems.append(
+                    _problem(
+                        entry,
+                        "KB014",
+                        f"code {c.api} {c.value} is not in the CUDA code table",
+                        "check the number against kb code",
+                    )
+                )
     return problems
 
 
@@ -89,6 +116,13 @@ def lint(kb: KnowledgeBase) -> list[Problem]:
         problems.extend(check_entry(e, known))
         for near in e.examples_no_match:
             if near.belongs != "none" and kb.get(near.belongs) is None:
-                problems.append(_problem(e, "KB017", f"no_match example '{_short(near.text)}' belongs to "
-                                         f"'{near.belongs}', which is no entry", "name an entry id, or none"))
+                problems.append(
+                    _problem(
+                        e,
+                        "KB017",
+                        f"no_match example '{_short(near.text)}' belongs to "
+                        f"'{near.belongs}', which is no entry",
+                        "name an entry id, or none",
+                    )
+                )
     return sorted(problems, key=lambda p: (p.path, p.line, p.code))

@@ -63,7 +63,9 @@ def _read(args, engine) -> tuple[list[tuple[str | None, JobLookup]], str | None]
     if not args.inputs:
         return [], "give the error text, --stdin or log files (see kb lookup --help)"
     # Arguments that were not valid UTF-8 arrive as surrogate escapes; keep their bytes.
-    return [(None, lookup_text(engine, args.inputs[0].encode("utf-8", "surrogateescape"), top=top))], None
+    return [
+        (None, lookup_text(engine, args.inputs[0].encode("utf-8", "surrogateescape"), top=top))
+    ], None
 
 
 def run_lookup(args) -> int:
@@ -88,13 +90,17 @@ def run_lookup(args) -> int:
 def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: bool = False) -> str:
     from .report import result_dict, result_markdown, result_text
 
-    plain = not batch and len(looked) == 1 and looked[0][1].job is None and len(looked[0][1].paths) <= 1
+    plain = (
+        not batch and len(looked) == 1 and looked[0][1].job is None and len(looked[0][1].paths) <= 1
+    )
     if plain and fmt in ("text", "json", "markdown"):
         # One process's log: the single-result renderings, without the job modules.
         r = looked[0][1].result
         if fmt == "json":
             return json.dumps(result_dict(r), indent=2, ensure_ascii=False) + "\n"
-        return result_markdown(r, kb) if fmt == "markdown" else result_text(r, kb, Style(use_color()))
+        return (
+            result_markdown(r, kb) if fmt == "markdown" else result_text(r, kb, Style(use_color()))
+        )
     from . import job_report
 
     if fmt == "jsonl":

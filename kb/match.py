@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from .model import Entry, Signature
 from .regex_literal import key_words
@@ -30,7 +31,9 @@ LOCAL_REGEX_TIMEOUT = 0.5  # seconds per line for a pattern from a user's folder
 CASELESS_MIN_LITERAL = 20  # a wording this long is unambiguous in any case
 CUT_MIN = 10  # a line ending in this many characters of a literal was cut inside it
 # Exception classes and "CUDA error:" heads say nothing about which error it is.
-_GENERIC_HEAD = re.compile(r"^(?:\s*(?:[\w.]*(?:error|exception|warning|assert)\w*|cuda error|hip error)\s*:?)+\s*")
+_GENERIC_HEAD = re.compile(
+    r"^(?:\s*(?:[\w.]*(?:error|exception|warning|assert)\w*|cuda error|hip error)\s*:?)+\s*"
+)
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,7 @@ class SignatureIndex:
             if len(lit) < CUT_MIN + 8:
                 continue
             for end in range(CUT_MIN, len(lit)):  # a window ending before the literal does
-                self.cuts.setdefault(lit[end - CUT_MIN:end], []).append((e, s, lit[:end]))
+                self.cuts.setdefault(lit[end - CUT_MIN : end], []).append((e, s, lit[:end]))
         self._compiled: dict[tuple[str, bool, bool], Any] = {}
         self.warnings: list[str] = []
         self._timed_out: set[tuple[str, str]] = set()
@@ -106,9 +109,11 @@ class SignatureIndex:
             return self.regex(s, caseless, untrusted=True).search(line, timeout=LOCAL_REGEX_TIMEOUT)
         except TimeoutError:
             self._timed_out.add((e.id, s.id))
-            self.warnings.append(f"signature '{s.id}' of local entry '{e.id}' ({e.path}) took over "
-                                 f"{LOCAL_REGEX_TIMEOUT * 1000:.0f} ms on one line and was skipped; "
-                                 f"`kb lint` explains why")
+            self.warnings.append(
+                f"signature '{s.id}' of local entry '{e.id}' ({e.path}) took over "
+                f"{LOCAL_REGEX_TIMEOUT * 1000:.0f} ms on one line and was skipped; "
+                f"`kb lint` explains why"
+            )
             return None
 
     def candidates(self, line: str) -> list[Pair]:
@@ -168,8 +173,13 @@ class SignatureIndex:
             kept = _GENERIC_HEAD.sub("", head)
             # Cut mid-word: a line that ends on a word boundary may be a whole, shorter message
             # ("IndexError: list index out of range" is not "... out of range in self").
-            if (e.id, s.id) in seen_cut or len(kept) < CUT_MIN or len(kept.split()) < 3 \
-                    or not tail.endswith(head) or not (head[-1].isalnum() and s.head[len(head):][:1].isalnum()):
+            if (
+                (e.id, s.id) in seen_cut
+                or len(kept) < CUT_MIN
+                or len(kept.split()) < 3
+                or not tail.endswith(head)
+                or not (head[-1].isalnum() and s.head[len(head) :][:1].isalnum())
+            ):
                 continue
             if whole is None:
                 whole = _whole_cuda_message(tail)
@@ -188,7 +198,9 @@ def _whole_cuda_message(tail: str) -> bool:
     return found is not None and not found[1]
 
 
-def _hit(e: Entry, s: Signature, line_number: int, line: str, m, count: int, partial: bool = False) -> Hit:
+def _hit(
+    e: Entry, s: Signature, line_number: int, line: str, m, count: int, partial: bool = False
+) -> Hit:
     caps = {k: v for k, v in m.groupdict().items() if v is not None}
     return Hit(e, s, line_number, line, caps, count, partial)
 

@@ -154,6 +154,10 @@ class Evidence:
     detail: str = ""
 
     def summary(self) -> str:
-        fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(self.fix_status, "")
-        return (f"{self.status}{fix} on {self.gpu}, driver {self.driver}, torch {self.torch}, "
-                f"CUDA {self.cuda}, {self.date}")
+        fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(
+            self.fix_status, ""
+        )
+        return (
+            f"{self.status}{fix} on {self.gpu}, driver {self.driver}, torch {self.torch}, "
+            f"CUDA {self.cuda}, {self.date}"
+        )

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import re
 
-_RANK_SRC = (r"\[(?:rank|default|local_rank)(\d+)\]|\[(\d+)\]:|\brank(\d+)\s*:|\[\d+,(\d+)\]<std"
-             r"|(?:^|\s)(\d{1,5}):(?:\s|$)")
+_RANK_SRC = (
+    r"\[(?:rank|default|local_rank)(\d+)\]|\[(\d+)\]:|\brank(\d+)\s*:|\[\d+,(\d+)\]<std"
+    r"|(?:^|\s)(\d{1,5}):(?:\s|$)"
+)
 # "[Rank 3]" and "[PG ID 0 PG GUID 0(default_pg) Rank 3]" inside ProcessGroupNCCL's own messages
 # (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp logPrefix()), for lines with no launcher prefix.
 _TEXT_RANK_SRC = r"\[(?:PG[^\]]*?)?Rank (\d+)\]"
 # A "host: " prefix (pdsh, clush): a lowercase name holding a digit, never a file name or a word
 # an error message starts with.
 _HOST_SRC = r"([a-z][a-z0-9-]*\d[a-z0-9.-]*):\s+(?=\S)"
-_NOT_HOST_SRC = r"\.(?:so|py|cu|cpp|h|c|cc|log|json|txt)\b|^(?:step|epoch|iter|batch|layer|line|cuda|sm)\d"
+_NOT_HOST_SRC = (
+    r"\.(?:so|py|cu|cpp|h|c|cc|log|json|txt)\b|^(?:step|epoch|iter|batch|layer|line|cuda|sm)\d"
+)
 _RX: dict[str, re.Pattern] = {}
 
 
@@ -33,8 +37,16 @@ def _rx(name: str) -> re.Pattern:
     # Compiled on first use: a lookup of one message needs none of these.
     rx = _RX.get(name)
     if rx is None:
-        rx = _RX[name] = re.compile({"rank": _RANK_SRC, "text_rank": _TEXT_RANK_SRC, "host": _HOST_SRC,
-                                     "not_host": _NOT_HOST_SRC, "iso": _ISO_SRC, "glog": _GLOG_SRC}[name])
+        rx = _RX[name] = re.compile(
+            {
+                "rank": _RANK_SRC,
+                "text_rank": _TEXT_RANK_SRC,
+                "host": _HOST_SRC,
+                "not_host": _NOT_HOST_SRC,
+                "iso": _ISO_SRC,
+                "glog": _GLOG_SRC,
+            }[name]
+        )
     return rx
 
 
@@ -63,7 +75,7 @@ def host_of(text: str) -> tuple[str, str] | None:
     m = _rx("host").match(text)
     if not m or _rx("not_host").search(m.group(1)):
         return None
-    return m.group(1), text[m.end():]
+    return m.group(1), text[m.end() :]
 
 
 # ---------------------------------------------------------------- times

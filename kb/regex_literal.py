@@ -73,7 +73,7 @@ def key_words(literal: str) -> list[str]:
     of the literal (a literal 'rror: an' holds the word 'an' but only part of 'Error')."""
     words = []
     for m in _WORD.finditer(literal):
-        if m.start() == 0 and literal[:1].isalnum() or m.start() == 0 and literal[:1] == "_":
+        if (m.start() == 0 and literal[:1].isalnum()) or (m.start() == 0 and literal[:1] == "_"):
             continue
         if m.end() == len(literal) and (literal[-1:].isalnum() or literal[-1:] == "_"):
             continue
@@ -99,10 +99,13 @@ def _risky(seq) -> str:
     for op, arg in seq:
         name = str(op)
         if name in _REPEATS:
-            lo, hi, body = arg
-            if hi is sre_parse.MAXREPEAT or hi > 1:
-                if name != "POSSESSIVE_REPEAT" and _only_repeats(body):
-                    return "a repeated group whose body is itself only repeats (like (a+)+)"
+            _lo, hi, body = arg
+            if (
+                (hi is sre_parse.MAXREPEAT or hi > 1)
+                and name != "POSSESSIVE_REPEAT"
+                and _only_repeats(body)
+            ):
+                return "a repeated group whose body is itself only repeats (like (a+)+)"
             inner = _risky(body)
             if inner:
                 return inner

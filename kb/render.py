@@ -11,7 +11,7 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from .model import Entry, Evidence, Match, Problem
+from .model import Entry, Evidence, Problem
 
 
 # ---------------------------------------------------------------- plain styling for lookup
@@ -71,22 +71,39 @@ def verification_status(entry: Entry, evs: list[Evidence]) -> str:
 # ---------------------------------------------------------------- JSON
 def entry_dict(entry: Entry, evs: list[Evidence] | None = None) -> dict[str, Any]:
     d = {
-        "id": entry.id, "area": entry.area, "title": entry.title, "summary": entry.summary,
-        "tags": list(entry.tags), "local": entry.local, "path": entry.path,
+        "id": entry.id,
+        "area": entry.area,
+        "title": entry.title,
+        "summary": entry.summary,
+        "tags": list(entry.tags),
+        "local": entry.local,
+        "path": entry.path,
         "codes": [asdict(c) for c in entry.codes],
-        "signatures": [{"id": s.id, "pattern": s.pattern, "era": s.era, "weight": s.weight}
-                       for s in entry.signatures],
-        "causes": list(entry.causes), "diagnostics": list(entry.diagnostics), "fixes": list(entry.fixes),
-        "repro": None, "fix_check": None,
+        "signatures": [
+            {"id": s.id, "pattern": s.pattern, "era": s.era, "weight": s.weight}
+            for s in entry.signatures
+        ],
+        "causes": list(entry.causes),
+        "diagnostics": list(entry.diagnostics),
+        "fixes": list(entry.fixes),
+        "repro": None,
+        "fix_check": None,
         "not_reproducible": list(entry.not_reproducible),
-        "examples": {"match": list(entry.examples_match), "no_match": [{"text": n.text, "belongs": n.belongs} for n in entry.examples_no_match]},
+        "examples": {
+            "match": list(entry.examples_match),
+            "no_match": [{"text": n.text, "belongs": n.belongs} for n in entry.examples_no_match],
+        },
         "references": list(entry.references),
         "verification": [asdict(e) for e in (evs or [])],
     }
     if entry.repro:
-        d["repro"] = {"code": entry.repro.code, "expect": list(entry.repro.expect),
-                      "env": entry.repro.env, "timeout": entry.repro.timeout,
-                      "requires": asdict(entry.repro.requires)}
+        d["repro"] = {
+            "code": entry.repro.code,
+            "expect": list(entry.repro.expect),
+            "env": entry.repro.env,
+            "timeout": entry.repro.timeout,
+            "requires": asdict(entry.repro.requires),
+        }
     if entry.fix_check:
         d["fix_check"] = asdict(entry.fix_check)
     return d
@@ -98,11 +115,22 @@ def problem_dict(p: Problem) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- Markdown
 def entry_markdown(entry: Entry, evs: list[Evidence] | None = None) -> str:
-    out = [f"## {entry.title}", "", f"`kb` entry **{entry.id}**" + (" (local)" if entry.local else ""), "",
-           entry.summary.strip(), ""]
+    out = [
+        f"## {entry.title}",
+        "",
+        f"`kb` entry **{entry.id}**" + (" (local)" if entry.local else ""),
+        "",
+        entry.summary.strip(),
+        "",
+    ]
     if entry.codes:
-        out += ["**Codes:** " + ", ".join(f"{c.api} {c.value}" + (f" `{c.name}`" if c.name else "")
-                                          for c in entry.codes), ""]
+        out += [
+            "**Codes:** "
+            + ", ".join(
+                f"{c.api} {c.value}" + (f" `{c.name}`" if c.name else "") for c in entry.codes
+            ),
+            "",
+        ]
     out += ["### Causes (most likely first)", ""]
     for i, c in enumerate(entry.causes, 1):
         out.append(f"{i}. **{c['title']}**: {c['detail'].strip()}")
@@ -110,13 +138,20 @@ def entry_markdown(entry: Entry, evs: list[Evidence] | None = None) -> str:
             out.append(f"   *Tells it apart:* {c['evidence'].strip()}")
     out += ["", "### Diagnostics", ""]
     for d in entry.diagnostics:
-        out += [f"- {d['title']}: `{d['command']}`" + (f" ({d['tells'].strip()})" if d.get("tells") else "")]
+        out += [
+            f"- {d['title']}: `{d['command']}`"
+            + (f" ({d['tells'].strip()})" if d.get("tells") else "")
+        ]
     out += ["", "### Fixes", ""]
     for f in entry.fixes:
         out.append(f"- **{f['title']}**" + (f": {f['detail'].strip()}" if f.get("detail") else ""))
         if f.get("code"):
-            out += ["", f"  ```{f.get('lang', 'python')}", *("  " + ln for ln in f["code"].rstrip().splitlines()),
-                    "  ```"]
+            out += [
+                "",
+                f"  ```{f.get('lang', 'python')}",
+                *("  " + ln for ln in f["code"].rstrip().splitlines()),
+                "  ```",
+            ]
     out += ["", "### Verification", "", evidence_line(evs or [])]
     if entry.references:
         out += ["", "### References", ""]
@@ -134,22 +169,33 @@ def console(stream=sys.stdout):
             # the CLI turns this into exit 0.
             raise BrokenPipeError
 
-    return _Console(file=stream, highlight=False, soft_wrap=False,
-                    force_terminal=True if os.environ.get("FORCE_COLOR") else None)
+    return _Console(
+        file=stream,
+        highlight=False,
+        soft_wrap=False,
+        force_terminal=True if os.environ.get("FORCE_COLOR") else None,
+    )
 
 
 def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:
-    from rich.markdown import Markdown
     from rich.panel import Panel
     from rich.syntax import Syntax
     from rich.table import Table
 
     con = console(stream)
-    head = f"[bold]{entry.title}[/bold]\n[dim]{entry.id} · {entry.area}" + (" · local" if entry.local else "") + "[/dim]"
+    head = (
+        f"[bold]{entry.title}[/bold]\n[dim]{entry.id} · {entry.area}"
+        + (" · local" if entry.local else "")
+        + "[/dim]"
+    )
     con.print(Panel(head + "\n\n" + entry.summary.strip(), expand=False))
     if entry.codes:
-        con.print("[bold]Codes[/bold]  " + ", ".join(
-            f"{c.api} {c.value}" + (f" ({c.name})" if c.name else "") for c in entry.codes))
+        con.print(
+            "[bold]Codes[/bold]  "
+            + ", ".join(
+                f"{c.api} {c.value}" + (f" ({c.name})" if c.name else "") for c in entry.codes
+            )
+        )
     sig = Table(title="Wordings", title_justify="left", show_lines=False, box=None, pad_edge=False)
     sig.add_column("signature", style="cyan", no_wrap=True)
     sig.add_column("pattern", overflow="fold")
@@ -171,12 +217,24 @@ def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:
                 con.print(f"   [dim]{d['tells'].strip()}[/dim]")
     con.print("\n[bold]Fixes[/bold] (try the first one first)")
     for i, f in enumerate(entry.fixes, 1):
-        con.print(f" {i}. [bold]{f['title']}[/bold]" + (f"\n    {f['detail'].strip()}" if f.get("detail") else ""))
+        con.print(
+            f" {i}. [bold]{f['title']}[/bold]"
+            + (f"\n    {f['detail'].strip()}" if f.get("detail") else "")
+        )
         if f.get("code"):
-            con.print(Syntax(f["code"].rstrip(), f.get("lang", "python"), theme="ansi_dark",
-                             background_color="default", padding=(0, 4)))
+            con.print(
+                Syntax(
+                    f["code"].rstrip(),
+                    f.get("lang", "python"),
+                    theme="ansi_dark",
+                    background_color="default",
+                    padding=(0, 4),
+                )
+            )
     for nr in entry.not_reproducible:
-        con.print(f"\n[yellow]Not reproducible today[/yellow] ({nr['signature']}): {nr['reason'].strip()}")
+        con.print(
+            f"\n[yellow]Not reproducible today[/yellow] ({nr['signature']}): {nr['reason'].strip()}"
+        )
     con.print("\n[bold]Verification[/bold]  " + evidence_line(evs))
     if entry.references:
         con.print("\n[bold]References[/bold]")

@@ -14,11 +14,21 @@ from .render import Style, evidence_line
 
 
 def match_dict(m: Match) -> dict[str, Any]:
-    return {"id": m.id, "title": m.entry.title, "confidence": m.confidence, "score": round(m.score, 3),
-            "source": m.source, "signature": m.signature, "line": m.line,
-            "line_number": m.line_number, "captures": m.captures, "local": m.entry.local,
-            "hits": [{"signature": h.signature, "line_number": h.line_number, "line": h.line}
-                     for h in m.hits]}
+    return {
+        "id": m.id,
+        "title": m.entry.title,
+        "confidence": m.confidence,
+        "score": round(m.score, 3),
+        "source": m.source,
+        "signature": m.signature,
+        "line": m.line,
+        "line_number": m.line_number,
+        "captures": m.captures,
+        "local": m.entry.local,
+        "hits": [
+            {"signature": h.signature, "line_number": h.line_number, "line": h.line} for h in m.hits
+        ],
+    }
 
 
 def result_dict(r: LookupResult) -> dict:
@@ -27,14 +37,20 @@ def result_dict(r: LookupResult) -> dict:
         "suggestions": [match_dict(m) for m in r.suggestions],
         "facts": r.facts.to_dict(),
         "diagnosis": [f.to_dict() for f in r.diagnosis],
-        "input": {"lines": r.lines_scanned, "bytes": r.bytes_scanned, "binary": r.binary,
-                  "dropped": r.dropped},
+        "input": {
+            "lines": r.lines_scanned,
+            "bytes": r.bytes_scanned,
+            "binary": r.binary,
+            "dropped": r.dropped,
+        },
         "warnings": list(r.warnings),
     }
 
 
 def _wrap(text: str, indent: str, width: int = 96) -> str:
-    return textwrap.fill(" ".join(text.split()), width=width, initial_indent=indent, subsequent_indent=indent)
+    return textwrap.fill(
+        " ".join(text.split()), width=width, initial_indent=indent, subsequent_indent=indent
+    )
 
 
 def _finding_text(f: Finding, st: Style, indent: str = "  ") -> list[str]:
@@ -52,8 +68,10 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
         if r.suggestions:
             out.append(st.dim("Weak suggestions, not matches:"))
             for m in r.suggestions:
-                out.append(f"  {m.id:34} {st.dim(m.entry.title)}  "
-                           + st.dim(f"(terms {m.captures.get('terms', '')})"))
+                out.append(
+                    f"  {m.id:34} {st.dim(m.entry.title)}  "
+                    + st.dim(f"(terms {m.captures.get('terms', '')})")
+                )
         for f in r.diagnosis:
             out += [""] + _finding_text(f, st)
         return "\n".join(out) + "\n"
@@ -61,8 +79,11 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
     e = best.entry
     conf_color = {"high": st.green, "medium": st.yellow, "low": st.red}[best.confidence]
     out.append(st.bold(e.id) + (" " + st(" local ", "35") if e.local else "") + "  " + e.title)
-    how = {"signature": f"signature {best.signature}", "code": "CUDA code owned by this entry",
-           "fulltext": f"full-text only, {best.captures.get('terms', '')} terms"}[best.source]
+    how = {
+        "signature": f"signature {best.signature}",
+        "code": "CUDA code owned by this entry",
+        "fulltext": f"full-text only, {best.captures.get('terms', '')} terms",
+    }[best.source]
     out.append(f"  confidence  {conf_color(best.confidence)} ({how})")
     if best.line:
         out.append(f"  line {best.line_number:<6} {best.line[:300]}")
@@ -85,8 +106,11 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
     out.append(_wrap(fix["title"] + (": " + fix["detail"] if fix.get("detail") else ""), "  "))
     if fix.get("code"):
         out += ["    " + st.cyan(ln) for ln in fix["code"].rstrip().splitlines()]
-    out += ["", "  " + st.dim(evidence_line(kb.evidence_for(e.id))),
-            "  " + st.dim(f"kb show {e.id}  for diagnostics and every fix")]
+    out += [
+        "",
+        "  " + st.dim(evidence_line(kb.evidence_for(e.id))),
+        "  " + st.dim(f"kb show {e.id}  for diagnostics and every fix"),
+    ]
     if len(r.matches) > 1:
         out += ["", st.bold("Also matched")]
         for m in r.matches[1:]:
@@ -100,15 +124,33 @@ def result_markdown(r: LookupResult, kb: KnowledgeBase) -> str:
         return "**kb:** no known entry for this error.\n"
     m = r.matches[0]
     e = m.entry
-    out = [f"### kb: `{e.id}` ({m.confidence} confidence)", "", f"**{e.title}**", "", e.summary.strip(), ""]
+    out = [
+        f"### kb: `{e.id}` ({m.confidence} confidence)",
+        "",
+        f"**{e.title}**",
+        "",
+        e.summary.strip(),
+        "",
+    ]
     if m.line:
-        out += [f"Matched line {m.line_number} (signature `{m.signature}`):", "", "```", m.line, "```", ""]
+        out += [
+            f"Matched line {m.line_number} (signature `{m.signature}`):",
+            "",
+            "```",
+            m.line,
+            "```",
+            "",
+        ]
     for f in r.diagnosis:
         out += [f"**Diagnosis:** {f.verdict}", ""]
         if f.lines:
             out += ["```", *f.lines, "```", ""]
         out += [f"- {a}" for a in f.advice] + [""]
-    out += ["**Likely causes**", ""] + [f"{i}. {c['title']}" for i, c in enumerate(e.causes[:3], 1)] + [""]
+    out += (
+        ["**Likely causes**", ""]
+        + [f"{i}. {c['title']}" for i, c in enumerate(e.causes[:3], 1)]
+        + [""]
+    )
     fix = e.fixes[0]
     out += [f"**Try first:** {fix['title']}", ""]
     if fix.get("code"):

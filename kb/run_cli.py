@@ -32,7 +32,10 @@ def run_command(args) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("kb: give the command to run after --, e.g. kb run -- torchrun train.py", file=sys.stderr)
+        print(
+            "kb: give the command to run after --, e.g. kb run -- torchrun train.py",
+            file=sys.stderr,
+        )
         return exit_codes.USAGE
     run_dir = args.run_dir or _default_run_dir()
     try:
@@ -46,8 +49,13 @@ def run_command(args) -> int:
     from .runner import run
 
     env, added = evidence_env(dict(os.environ), run_dir)
-    record = {"argv": argv, "cwd": os.getcwd(), "run_dir": run_dir, "env_set": added,
-              "start": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    record = {
+        "argv": argv,
+        "cwd": os.getcwd(),
+        "run_dir": run_dir,
+        "env_set": added,
+        "start": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     try:
         out = run(argv, env, os.path.join(run_dir, "output.log"))
     except FileNotFoundError:
@@ -56,15 +64,24 @@ def run_command(args) -> int:
     except PermissionError:
         print(f"kb: permission denied: {argv[0]}", file=sys.stderr)
         return 126
-    record.update(end=time.strftime("%Y-%m-%dT%H:%M:%S%z"), returncode=out.returncode, raw_returncode=out.raw,
-                  wall_s=round(out.wall_s, 3), output_bytes=out.bytes, forwarded_signals=out.forwarded)
+    record.update(
+        end=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        returncode=out.returncode,
+        raw_returncode=out.raw,
+        wall_s=round(out.wall_s, 3),
+        output_bytes=out.bytes,
+        forwarded_signals=out.forwarded,
+    )
     _write_json(os.path.join(run_dir, "kb-run.json"), record)
     if out.returncode == 0:
         return 0
     try:
         _diagnose(args, run_dir, out)
     except Exception as e:  # the command's status matters more than kb's diagnosis of it
-        print(f"kb: could not diagnose the run ({type(e).__name__}: {e}); output in {run_dir}", file=sys.stderr)
+        print(
+            f"kb: could not diagnose the run ({type(e).__name__}: {e}); output in {run_dir}",
+            file=sys.stderr,
+        )
     return out.returncode
 
 
@@ -76,13 +93,19 @@ def _diagnose(args, run_dir: str, out) -> None:
     engine = default_engine(args.kb_dir)
     jl = lookup_paths(engine, [run_dir], top=3)
     doc = lookup_dict(jl)
-    doc["run"] = {"argv": args.argv, "returncode": out.returncode, "run_dir": display_path(run_dir),
-                  "forwarded_signals": out.forwarded}
+    doc["run"] = {
+        "argv": args.argv,
+        "returncode": out.returncode,
+        "run_dir": display_path(run_dir),
+        "forwarded_signals": out.forwarded,
+    }
     _write_json(os.path.join(run_dir, "kb-diagnosis.json"), doc)
     if args.json:
         _write_json(args.json, doc)
     st = Style(use_color(sys.stderr))
-    sys.stderr.write(diagnosis_text(jl, engine.knowledge, st, out.returncode, display_path(run_dir) or run_dir))
+    sys.stderr.write(
+        diagnosis_text(jl, engine.knowledge, st, out.returncode, display_path(run_dir) or run_dir)
+    )
 
 
 def diagnosis_text(jl, kb, st: Style, returncode: int, run_dir: str) -> str:

@@ -33,7 +33,10 @@ def evidence_env(base: dict[str, str], run_dir: str) -> tuple[dict[str, str], di
         (("PET_LOG_DIR",), os.path.join(run_dir, "torchrun")),
         (("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE"), TRACE_ENTRIES),
         (("TORCH_NCCL_DUMP_ON_TIMEOUT",), "1"),
-        (("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE"), os.path.join(fr_dir, "nccl_trace_rank_")),
+        (
+            ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE"),
+            os.path.join(fr_dir, "nccl_trace_rank_"),
+        ),
     ]
     added: dict[str, str] = {}
     for names, value in wanted:

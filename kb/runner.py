@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 
 CHUNK = 1 << 20
 DRAIN_AFTER_EXIT_S = 3.0  # a worker the command left behind may hold its output open
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
 
 
 @dataclass
@@ -101,7 +108,9 @@ def run(argv: list[str], env: dict[str, str], log_path: str, *, use_pty: bool = 
     kw = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
     start = time.monotonic()
     try:
-        child = subprocess.Popen(argv, env=env, stdout=ends[1][1], stderr=ends[2][1], close_fds=True, **kw)
+        child = subprocess.Popen(
+            argv, env=env, stdout=ends[1][1], stderr=ends[2][1], close_fds=True, **kw
+        )
     except BaseException:
         for r, w in ends.values():
             os.close(r)

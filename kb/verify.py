@@ -25,10 +25,10 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from datetime import date
-from typing import Callable, Iterable
 
 from . import gpu as gpu_mod
 from .gpu import GpuInfo
@@ -36,7 +36,13 @@ from .model import Entry, Evidence
 
 # Verdicts.
 REPRODUCED, NOT_REPRODUCED, TIMEOUT, ERROR, SKIPPED, CANCELLED = (
-    "reproduced", "not-reproduced", "timeout", "error", "skipped", "cancelled")
+    "reproduced",
+    "not-reproduced",
+    "timeout",
+    "error",
+    "skipped",
+    "cancelled",
+)
 FIX_VERIFIED, FIX_FAILED = "fix-verified", "fix-failed"
 FLAKY = "flaky"  # --repeat: the runs did not agree
 # Outcomes that mean "the hardware said something": the only ones --record writes.
@@ -50,12 +56,21 @@ MAX_LINE = 16 << 10  # a longer line is read in pieces
 SHOWN_LINE = 200  # matched lines are kept this short in outcomes and evidence
 
 # Passed through from kb's own environment when set; everything else a repro sees is explicit.
-PASS_EXACT = ("PATH", "HOME", "LANG", "TMPDIR", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
-              "PYTHONPATH")
+PASS_EXACT = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "TMPDIR",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+)
 PASS_PREFIX = ("NCCL_", "TORCH_", "NVSHMEM_")
 
-PROBE_CODE = ('import json, torch; '
-              'print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda}))')
+PROBE_CODE = (
+    "import json, torch; "
+    'print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda}))'
+)
 
 
 # ---------------------------------------------------------------- results
@@ -91,7 +106,10 @@ class Outcome:
     @property
     def failed(self) -> bool:
         """Something that should reproduce did not (skipped and cancelled are not failures)."""
-        return self.status in (NOT_REPRODUCED, TIMEOUT, ERROR, FLAKY) or self.fix_status in (FIX_FAILED, FLAKY)
+        return self.status in (NOT_REPRODUCED, TIMEOUT, ERROR, FLAKY) or self.fix_status in (
+            FIX_FAILED,
+            FLAKY,
+        )
 
     def to_dict(self, output_limit: int = 8192) -> dict:
         d = asdict(self)
@@ -143,7 +161,11 @@ def version_matches(version: str, spec: str) -> bool | None:
         m = _CLAUSE.match(clause)
         if not m:
             return None
-        op, want, star = m.group(1) or "==", tuple(int(x) for x in m.group(2).split(".")), m.group(3)
+        op, want, star = (
+            m.group(1) or "==",
+            tuple(int(x) for x in m.group(2).split(".")),
+            m.group(3),
+        )
         if star:
             if op not in ("==", "!="):
                 return None
@@ -155,7 +177,9 @@ def version_matches(version: str, spec: str) -> bool | None:
             ok = _cmp(have, want) >= 0 and have[: len(want) - 1] == want[:-1]
         else:
             c = _cmp(have, want)
-            ok = {"==": c == 0, "!=": c != 0, "<=": c <= 0, ">=": c >= 0, "<": c < 0, ">": c > 0}[op]
+            ok = {"==": c == 0, "!=": c != 0, "<=": c <= 0, ">=": c >= 0, "<": c < 0, ">": c > 0}[
+                op
+            ]
         if not ok:
             return False
     return True
@@ -163,8 +187,9 @@ def version_matches(version: str, spec: str) -> bool | None:
 
 # ---------------------------------------------------------------- requirements
 # A repro that imports torch needs it whether or not it names a version range.
-_IMPORTS_TORCH = re.compile(r"^[ \t]*(?:from[ \t]+torch\b|import[ \t]+(?:[\w.]+[ \t]*,[ \t]*)*torch\b)",
-                            re.MULTILINE)
+_IMPORTS_TORCH = re.compile(
+    r"^[ \t]*(?:from[ \t]+torch\b|import[ \t]+(?:[\w.]+[ \t]*,[ \t]*)*torch\b)", re.MULTILINE
+)
 
 
 def check_requirements(entry: Entry, env: Environment, trust: bool = False) -> str | None:
@@ -181,8 +206,10 @@ def check_requirements(entry: Entry, env: Environment, trust: bool = False) -> s
         if g.count < req.gpus:
             return f"needs {req.gpus} GPUs, {g.count} visible"
         if req.free_memory_gb and g.memory_free_mib < req.free_memory_gb * 1024:
-            return (f"needs {req.free_memory_gb:g} GiB free GPU memory, "
-                    f"{g.memory_free_mib / 1024:.1f} GiB free on {g.name}")
+            return (
+                f"needs {req.free_memory_gb:g} GiB free GPU memory, "
+                f"{g.memory_free_mib / 1024:.1f} GiB free on {g.name}"
+            )
         if req.compute_capability:
             if not g.compute_capability:
                 return f"needs compute capability {req.compute_capability}, NVML cannot tell {g.name}'s"
@@ -259,7 +286,7 @@ def _pump(stream, out: _Output, on_line: Callable[[str], None] | None) -> None:
             if on_line is not None:
                 try:
                     on_line(line)
-                except Exception:  # noqa: BLE001 - a display callback never breaks a run
+                except Exception:
                     pass
     except (OSError, ValueError):
         pass
@@ -298,9 +325,14 @@ def _stop(proc: subprocess.Popen, grace: float) -> None:
         time.sleep(0.02)
 
 
-def run_program(code: str, env: dict | None, timeout: float, python: str = sys.executable,
-                on_line: Callable[[str], None] | None = None,
-                cancel: threading.Event | None = None) -> ProgramResult:
+def run_program(
+    code: str,
+    env: dict | None,
+    timeout: float,
+    python: str = sys.executable,
+    on_line: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> ProgramResult:
     """Run `code` as a script in a fresh interpreter, isolated (see the module doc).
 
     env is the program's own variables, added to the explicit base (child_env). on_line gets each
@@ -315,9 +347,15 @@ def run_program(code: str, env: dict | None, timeout: float, python: str = sys.e
             fh.write(code)
         t0 = time.monotonic()
         try:
-            proc = subprocess.Popen([python, script], cwd=tmp, env=child_env(env),
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                [python, script],
+                cwd=tmp,
+                env=child_env(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as e:
             return ProgramResult(None, "", error=f"cannot start {python}: {e.strerror or e}")
         out = _Output()
@@ -380,8 +418,9 @@ def probe_torch(python: str = sys.executable, timeout: float = 120.0) -> tuple[s
 def probe_environment(python: str = sys.executable) -> Environment:
     info, reason = gpu_mod.inspect()
     torch, cuda, err = probe_torch(python)
-    return Environment(python=python, gpu=info, gpu_reason=reason, torch=torch, cuda=cuda,
-                       torch_error=err)
+    return Environment(
+        python=python, gpu=info, gpu_reason=reason, torch=torch, cuda=cuda, torch_error=err
+    )
 
 
 # ---------------------------------------------------------------- judging output
@@ -407,7 +446,7 @@ def judge(entry: Entry, kb, output: str) -> Judgement:
     matched: list[str] = []
     lines: list[str] = []
     own = {s.id for s in entry.signatures}  # not the code sightings: a repro proves wordings
-    for h in (mine.hits if mine else ()):
+    for h in mine.hits if mine else ():
         if h.signature not in own:
             continue
         if h.signature not in matched:
@@ -417,8 +456,12 @@ def judge(entry: Entry, kb, output: str) -> Judgement:
         if short not in lines and len(lines) < 5:
             lines.append(short)
     expect = entry.repro.expect if entry.repro else ()
-    return Judgement(tuple(m.id for m in result.matches[:5]), tuple(matched), tuple(lines),
-                     tuple(s for s in expect if s not in matched))
+    return Judgement(
+        tuple(m.id for m in result.matches[:5]),
+        tuple(matched),
+        tuple(lines),
+        tuple(s for s in expect if s not in matched),
+    )
 
 
 def _why_not(entry: Entry, j: Judgement, rc: int | None) -> str:
@@ -434,32 +477,60 @@ def _why_not(entry: Entry, j: Judgement, rc: int | None) -> str:
 
 
 # ---------------------------------------------------------------- one entry
-def verify_entry(entry: Entry, kb, env: Environment, python: str = sys.executable,
-                 timeout: float | None = None, on_line: Callable[[str], None] | None = None,
-                 cancel: threading.Event | None = None, trust: bool = False,
-                 run_fix: bool = True) -> Outcome:
+def verify_entry(
+    entry: Entry,
+    kb,
+    env: Environment,
+    python: str = sys.executable,
+    timeout: float | None = None,
+    on_line: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    trust: bool = False,
+    run_fix: bool = True,
+) -> Outcome:
     reason = check_requirements(entry, env, trust)
     if reason is not None:
         return Outcome(entry.id, SKIPPED, detail=reason)
     repro = entry.repro
     started = time.time()
     res = run_program(repro.code, repro.env, timeout or repro.timeout, python, on_line, cancel)
-    base = dict(entry_id=entry.id, duration_s=res.duration, output=res.output, exit_code=res.rc,
-                started=started, finished=time.time())
+    base = {
+        "entry_id": entry.id,
+        "duration_s": res.duration,
+        "output": res.output,
+        "exit_code": res.rc,
+        "started": started,
+        "finished": time.time(),
+    }
     if res.rc is None:
         return Outcome(status=ERROR, detail=res.error, **base)
     if res.cancelled:
         return Outcome(status=CANCELLED, detail="cancelled; process group killed", **base)
     if res.timed_out:
-        return Outcome(status=TIMEOUT, detail=f"still running after {timeout or repro.timeout:g}s; "
-                       "process group killed", **base)
+        return Outcome(
+            status=TIMEOUT,
+            detail=f"still running after {timeout or repro.timeout:g}s; process group killed",
+            **base,
+        )
     j = judge(entry, kb, res.output)
     others = tuple(i for i in j.ranked if i != entry.id)
     if j.first != entry.id or j.missing:
-        return Outcome(status=NOT_REPRODUCED, matched=j.matched, matched_instead=others,
-                       lines=j.lines, detail=_why_not(entry, j, res.rc), **base)
-    out = Outcome(status=REPRODUCED, matched=j.matched, matched_instead=others, lines=j.lines,
-                  detail=f"matched {', '.join(j.matched)}; exit code {res.rc}", **base)
+        return Outcome(
+            status=NOT_REPRODUCED,
+            matched=j.matched,
+            matched_instead=others,
+            lines=j.lines,
+            detail=_why_not(entry, j, res.rc),
+            **base,
+        )
+    out = Outcome(
+        status=REPRODUCED,
+        matched=j.matched,
+        matched_instead=others,
+        lines=j.lines,
+        detail=f"matched {', '.join(j.matched)}; exit code {res.rc}",
+        **base,
+    )
     if not run_fix or entry.fix_check is None:
         return out
     if cancel is not None and cancel.is_set():
@@ -475,7 +546,10 @@ def verify_entry(entry: Entry, kb, env: Environment, python: str = sys.executabl
     elif fres.cancelled:
         out.fix_status, why = CANCELLED, "fix_check cancelled"
     elif fres.timed_out:
-        out.fix_status, why = FIX_FAILED, f"fix_check still running after {timeout or fix.timeout:g}s"
+        out.fix_status, why = (
+            FIX_FAILED,
+            f"fix_check still running after {timeout or fix.timeout:g}s",
+        )
     else:
         fj = judge(entry, kb, fres.output)
         still = fj.matched or entry.id in fj.ranked
@@ -486,7 +560,8 @@ def verify_entry(entry: Entry, kb, env: Environment, python: str = sys.executabl
         elif still:
             out.fix_status = FIX_FAILED
             why = "fix_check output still matches the entry" + (
-                f" ({', '.join(fj.matched)})" if fj.matched else "")
+                f" ({', '.join(fj.matched)})" if fj.matched else ""
+            )
         else:
             out.fix_status, why = FIX_VERIFIED, "fix_check exit code 0, entry no longer matched"
     out.fix_detail = why
@@ -495,12 +570,19 @@ def verify_entry(entry: Entry, kb, env: Environment, python: str = sys.executabl
 
 
 # ---------------------------------------------------------------- many entries
-def verify_many(entries: Iterable[Entry], kb, env: Environment, jobs: int = 1,
-                python: str = sys.executable, timeout: float | None = None, trust: bool = False,
-                on_done: Callable[[Outcome], None] | None = None,
-                cancel: threading.Event | None = None,
-                on_start: Callable[[Entry], None] | None = None,
-                run_fix: bool = True) -> list[Outcome]:
+def verify_many(
+    entries: Iterable[Entry],
+    kb,
+    env: Environment,
+    jobs: int = 1,
+    python: str = sys.executable,
+    timeout: float | None = None,
+    trust: bool = False,
+    on_done: Callable[[Outcome], None] | None = None,
+    cancel: threading.Event | None = None,
+    on_start: Callable[[Entry], None] | None = None,
+    run_fix: bool = True,
+) -> list[Outcome]:
     """Outcomes in the order of `entries`. Up to `jobs` repros run at once; an exclusive one
     (it fills the GPU) runs with nothing beside it. on_done is called in the calling thread,
     on_start in a worker thread. A KeyboardInterrupt sets cancel, waits for every running group
@@ -531,7 +613,7 @@ def verify_many(entries: Iterable[Entry], kb, env: Environment, jobs: int = 1,
             on_start(e)
         try:
             return verify_entry(e, kb, env, python, timeout, None, cancel, trust, run_fix)
-        except Exception as ex:  # noqa: BLE001 - one broken entry never stops the others
+        except Exception as ex:
             return Outcome(e.id, ERROR, detail=f"kb verify failed: {type(ex).__name__}: {ex}")
 
     pending: dict[Future, int] = {}
@@ -565,11 +647,19 @@ def verify_many(entries: Iterable[Entry], kb, env: Environment, jobs: int = 1,
 def evidence_for(outcome: Outcome, env: Environment, today: str | None = None) -> Evidence:
     g = env.gpu
     return Evidence(
-        entry=outcome.entry_id, status=outcome.status, fix_status=outcome.fix_status,
-        gpu=g.name if g else "no GPU", gpu_memory_mib=g.memory_total_mib if g else 0,
-        driver=g.driver if g else "", cuda=env.cuda, torch=env.torch or "none",
-        date=today or date.today().isoformat(), duration_s=round(outcome.duration_s, 2),
-        matched=outcome.lines, detail=outcome.detail[:500])
+        entry=outcome.entry_id,
+        status=outcome.status,
+        fix_status=outcome.fix_status,
+        gpu=g.name if g else "no GPU",
+        gpu_memory_mib=g.memory_total_mib if g else 0,
+        driver=g.driver if g else "",
+        cuda=env.cuda,
+        torch=env.torch or "none",
+        date=today or date.today().isoformat(),
+        duration_s=round(outcome.duration_s, 2),
+        matched=outcome.lines,
+        detail=outcome.detail[:500],
+    )
 
 
 def combine_runs(runs: list[Outcome]) -> Outcome:
@@ -584,16 +674,29 @@ def combine_runs(runs: list[Outcome]) -> Outcome:
         return first
     statuses = Counter(o.status for o in runs)
     fixes = Counter(o.fix_status for o in runs)
-    codes = ", ".join(f"{o.exit_code}" + (f"/{o.fix_exit_code}" if o.fix_exit_code is not None else "")
-                      for o in runs)
+    codes = ", ".join(
+        f"{o.exit_code}" + (f"/{o.fix_exit_code}" if o.fix_exit_code is not None else "")
+        for o in runs
+    )
     counts = "; ".join(f"{s} {n}/{len(runs)}" for s, n in statuses.items())
     if len(fixes) > 1:
-        counts += "; fix: " + ", ".join(f"{s or 'not run'} {n}/{len(runs)}" for s, n in fixes.items())
+        counts += "; fix: " + ", ".join(
+            f"{s or 'not run'} {n}/{len(runs)}" for s, n in fixes.items()
+        )
     took = sum(o.duration_s for o in runs) / len(runs)
     if len(statuses) == 1 and len(fixes) == 1:
-        return replace(first, duration_s=took,
-                       detail=(first.detail + " " if first.detail else "") + f"(all {len(runs)} runs agree; exit codes {codes})")
+        return replace(
+            first,
+            duration_s=took,
+            detail=(first.detail + " " if first.detail else "")
+            + f"(all {len(runs)} runs agree; exit codes {codes})",
+        )
     odd = next(o for o in runs if (o.status, o.fix_status) != (first.status, first.fix_status))
-    return replace(first, status=FLAKY, fix_status=FLAKY if len(fixes) > 1 else first.fix_status,
-                   duration_s=took, detail=f"runs disagree: {counts}; exit codes (repro/fix) {codes}; "
-                                            f"one run: {odd.detail or first.detail}")
+    return replace(
+        first,
+        status=FLAKY,
+        fix_status=FLAKY if len(fixes) > 1 else first.fix_status,
+        duration_s=took,
+        detail=f"runs disagree: {counts}; exit codes (repro/fix) {codes}; "
+        f"one run: {odd.detail or first.detail}",
+    )

@@ -17,26 +17,50 @@ import time
 from pathlib import Path
 
 from . import paths
-from .model import Entry
-from .verify import (FLAKY, combine_runs, CANCELLED, ERROR, FIX_FAILED, FIX_VERIFIED, NOT_REPRODUCED, RECORDED,
-                     REPRODUCED, SKIPPED, TIMEOUT, Environment, Outcome, evidence_for,
-                     probe_environment, verify_many)
-
 from .exit_codes import INTERRUPTED as EXIT_INTERRUPTED
 from .exit_codes import NOT_FOUND as EXIT_FAILED
 from .exit_codes import NOTHING_VERIFIED as EXIT_NOTHING
 from .exit_codes import OK as EXIT_OK
 from .exit_codes import USAGE as EXIT_USAGE
+from .model import Entry
+from .verify import (
+    CANCELLED,
+    ERROR,
+    FIX_FAILED,
+    FIX_VERIFIED,
+    FLAKY,
+    NOT_REPRODUCED,
+    RECORDED,
+    REPRODUCED,
+    SKIPPED,
+    TIMEOUT,
+    Environment,
+    Outcome,
+    combine_runs,
+    evidence_for,
+    probe_environment,
+    verify_many,
+)
 
-_COLORS = {REPRODUCED: "green", FIX_VERIFIED: "green", SKIPPED: "dim", CANCELLED: "yellow",
-           NOT_REPRODUCED: "red", FIX_FAILED: "red", TIMEOUT: "red", ERROR: "red"}
+_COLORS = {
+    REPRODUCED: "green",
+    FIX_VERIFIED: "green",
+    SKIPPED: "dim",
+    CANCELLED: "yellow",
+    NOT_REPRODUCED: "red",
+    FIX_FAILED: "red",
+    TIMEOUT: "red",
+    ERROR: "red",
+}
 
 
 def _err(msg: str) -> None:
     print(f"kb: {msg}", file=sys.stderr)
 
 
-def select_entries(kb, ids: list[str], areas: list[str], tags: list[str]) -> tuple[list[Entry], str]:
+def select_entries(
+    kb, ids: list[str], areas: list[str], tags: list[str]
+) -> tuple[list[Entry], str]:
     """(entries, error). Named ids are taken as given (one without a repro is reported as
     skipped); with none named, every entry that has a repro. --area/--tag filter both."""
     if ids:
@@ -49,14 +73,19 @@ def select_entries(kb, ids: list[str], areas: list[str], tags: list[str]) -> tup
             return [], "no entry " + ", ".join(hints) + "; see `kb list`"
         picked = [kb.get(i) for i in dict.fromkeys(ids)]
     else:
-        picked = sorted((e for e in kb.entries if e.repro is not None), key=lambda e: (e.area, e.id))
+        picked = sorted(
+            (e for e in kb.entries if e.repro is not None), key=lambda e: (e.area, e.id)
+        )
     if areas:
         picked = [e for e in picked if e.area in areas]
     if tags:
         picked = [e for e in picked if set(tags) & set(e.tags)]
     if not picked:
-        what = " matching " + " ".join([f"--area {a}" for a in areas] + [f"--tag {t}" for t in tags]) \
-            if (areas or tags) else ""
+        what = (
+            " matching " + " ".join([f"--area {a}" for a in areas] + [f"--tag {t}" for t in tags])
+            if (areas or tags)
+            else ""
+        )
         return [], f"no entries with a repro{what}"
     return picked, ""
 
@@ -72,8 +101,10 @@ def describe_environment(env: Environment) -> str:
     if g:
         more = f" x{g.count}" if g.count > 1 else ""
         cc = f", sm {g.compute_capability}" if g.compute_capability else ""
-        gpu = (f"{g.name}{more} ({g.memory_total_mib} MiB, {g.memory_free_mib} MiB free, "
-               f"driver {g.driver}{cc})")
+        gpu = (
+            f"{g.name}{more} ({g.memory_total_mib} MiB, {g.memory_free_mib} MiB free, "
+            f"driver {g.driver}{cc})"
+        )
     else:
         gpu = f"no GPU ({env.gpu_reason})" if env.gpu_reason else "no GPU"
     if env.torch:
@@ -102,25 +133,38 @@ def _summary_table(outcomes: list[Outcome], console) -> None:
     from rich.table import Table
 
     t = Table(box=None, pad_edge=False, header_style="bold")
-    for col, kw in (("entry", {"no_wrap": True}), ("status", {"no_wrap": True}),
-                    ("fix", {"no_wrap": True}), ("time", {"justify": "right", "no_wrap": True}),
-                    ("detail", {"overflow": "fold"})):
+    for col, kw in (
+        ("entry", {"no_wrap": True}),
+        ("status", {"no_wrap": True}),
+        ("fix", {"no_wrap": True}),
+        ("time", {"justify": "right", "no_wrap": True}),
+        ("detail", {"overflow": "fold"}),
+    ):
         t.add_column(col, **kw)
     for o in outcomes:
         fix = f"[{_COLORS.get(o.fix_status, 'white')}]{o.fix_status}[/]" if o.fix_status else ""
         detail = _short_detail(o)
-        t.add_row(o.entry_id, f"[{_COLORS.get(o.status, 'white')}]{o.status}[/]", fix,
-                  f"{o.duration_s:.1f}s" if o.started else "", escape(detail))
+        t.add_row(
+            o.entry_id,
+            f"[{_COLORS.get(o.status, 'white')}]{o.status}[/]",
+            fix,
+            f"{o.duration_s:.1f}s" if o.started else "",
+            escape(detail),
+        )
     console.print(t)
 
 
 def _counts(outcomes: list[Outcome]) -> str:
-    n = {s: sum(o.status == s for o in outcomes) for s in
-         (REPRODUCED, NOT_REPRODUCED, FLAKY, TIMEOUT, ERROR, SKIPPED, CANCELLED)}
+    n = {
+        s: sum(o.status == s for o in outcomes)
+        for s in (REPRODUCED, NOT_REPRODUCED, FLAKY, TIMEOUT, ERROR, SKIPPED, CANCELLED)
+    }
     fixed = sum(o.fix_status == FIX_VERIFIED for o in outcomes)
     fix_failed = sum(o.fix_status == FIX_FAILED for o in outcomes)
-    parts = [f"{n[REPRODUCED]} reproduced ({fixed} fix verified"
-             + (f", {fix_failed} fix failed)" if fix_failed else ")")]
+    parts = [
+        f"{n[REPRODUCED]} reproduced ({fixed} fix verified"
+        + (f", {fix_failed} fix failed)" if fix_failed else ")")
+    ]
     parts += [f"{v} {k}" for k, v in n.items() if k != REPRODUCED and v]
     return ", ".join(parts)
 
@@ -169,8 +213,10 @@ def run_verify(args) -> int:
     if args.record:
         record_root = Path(args.evidence_dir) if args.evidence_dir else paths.repo_evidence_dir()
         if record_root is None:
-            _err("--record needs --evidence-dir DIR here: kb runs from an installed package, "
-                 "not a source checkout with an evidence/ folder")
+            _err(
+                "--record needs --evidence-dir DIR here: kb runs from an installed package, "
+                "not a source checkout with an evidence/ folder"
+            )
             return EXIT_USAGE
 
     kb = load(args.kb_dir)
@@ -181,8 +227,11 @@ def run_verify(args) -> int:
         return EXIT_FAILED if problem.startswith("no entry ") else EXIT_USAGE
 
     env = probe_environment(python)
-    print(f"kb verify: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} on "
-          f"{describe_environment(env)}", file=sys.stderr)
+    print(
+        f"kb verify: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} on "
+        f"{describe_environment(env)}",
+        file=sys.stderr,
+    )
     if not env.torch and any(e.repro and e.repro.requires.gpu for e in entries):
         _err(f"warning: {python} cannot import torch; GPU repros will fail (--python PATH?)")
 
@@ -210,9 +259,12 @@ def run_verify(args) -> int:
                 progress.update(task_id, advance=1, description=", ".join(sorted(running))[:60])
         else:
             fix = f", {o.fix_status}" if o.fix_status else ""
-            print(f"[{done_count[0]}/{total}] {o.entry_id}: {o.status}{fix}"
-                  + (f" ({o.duration_s:.1f}s)" if o.started else f" ({o.detail})"),
-                  file=sys.stderr, flush=True)
+            print(
+                f"[{done_count[0]}/{total}] {o.entry_id}: {o.status}{fix}"
+                + (f" ({o.duration_s:.1f}s)" if o.started else f" ({o.detail})"),
+                file=sys.stderr,
+                flush=True,
+            )
 
     cancel = threading.Event()
     repeat = max(1, args.repeat)
@@ -222,28 +274,56 @@ def run_verify(args) -> int:
     def run_all(on_done):
         rounds = []
         for _ in range(repeat):
-            rounds.append(verify_many(entries, kb, env, jobs=args.jobs, python=python,
-                                      timeout=args.timeout, trust=args.trust, on_done=on_done,
-                                      cancel=cancel, on_start=on_start))
+            rounds.append(
+                verify_many(
+                    entries,
+                    kb,
+                    env,
+                    jobs=args.jobs,
+                    python=python,
+                    timeout=args.timeout,
+                    trust=args.trust,
+                    on_done=on_done,
+                    cancel=cancel,
+                    on_start=on_start,
+                )
+            )
             if cancel.is_set():
                 break
         return [combine_runs([r[i] for r in rounds]) for i in range(len(rounds[0]))]
 
     with _Signals(cancel):
         if sys.stderr.isatty():
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                                       TextColumn, TimeElapsedColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                SpinnerColumn,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
-            with Progress(SpinnerColumn(), TextColumn("verify"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), TextColumn("[dim]{task.description}"),
-                          console=err_console, transient=True) as progress:
+            with Progress(
+                SpinnerColumn(),
+                TextColumn("verify"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("[dim]{task.description}"),
+                console=err_console,
+                transient=True,
+            ) as progress:
                 task_id = progress.add_task("", total=total)
                 outcomes = run_all(on_done)
         else:
             task_id = None
             outcomes = run_all(on_done)
     if record_root is not None:
-        recorded = [write_evidence(record_root, evidence_for(o, env)) for o in outcomes if o.status in RECORDED]
+        recorded = [
+            write_evidence(record_root, evidence_for(o, env))
+            for o in outcomes
+            if o.status in RECORDED
+        ]
     wall = time.perf_counter() - t_start
 
     if args.json:
@@ -254,7 +334,11 @@ def run_verify(args) -> int:
 
         con = render.console(sys.stdout)
         _summary_table(outcomes, con)
-        con.print(_counts(outcomes) + (f", {repeat} runs each" if repeat > 1 else "") + f"; wall time {wall:.1f} s")
+        con.print(
+            _counts(outcomes)
+            + (f", {repeat} runs each" if repeat > 1 else "")
+            + f"; wall time {wall:.1f} s"
+        )
     if recorded:
         print(f"kb: recorded {len(recorded)} evidence file(s) under {record_root}", file=sys.stderr)
     if cancel.is_set():

@@ -25,20 +25,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_TIMEOUT = re.compile(r"(?:Watchdog c|\bC)aught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
-                      r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?"
-                      r"|Work WorkNCCL\(SeqNum=(?P<bseq>\d+), OpType=(?P<bop>\w+).*timed out in blocking wait")
-_STATUS = re.compile(r"(?:failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: "
-                     r"|detected by watchdog at work: (?P<seq2>-?\d+), |Timeout at NCCL work: (?P<seq3>-?\d+), "
-                     r"|Received a dump signal due to a collective timeout from\s+(?:rank (?P<from>-?\d+)|this local rank)"
-                     r".*?|NCCL Work update periodically: )"
-                     r"[Ll]ast enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+)")
+_TIMEOUT = re.compile(
+    r"(?:Watchdog c|\bC)aught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
+    r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel_in>\d+), NumelOut=(?P<numel_out>\d+))?"
+    r"|Work WorkNCCL\(SeqNum=(?P<bseq>\d+), OpType=(?P<bop>\w+).*timed out in blocking wait"
+)
+_STATUS = re.compile(
+    r"(?:failure detected by watchdog at work sequence id: (?P<seq>-?\d+) PG status: "
+    r"|detected by watchdog at work: (?P<seq2>-?\d+), |Timeout at NCCL work: (?P<seq3>-?\d+), "
+    r"|Received a dump signal due to a collective timeout from\s+(?:rank (?P<from>-?\d+)|this local rank)"
+    r".*?|NCCL Work update periodically: )"
+    r"[Ll]ast enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+)"
+)
 _BARRIER = re.compile(r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier")
 
 
 @dataclass
 class RankProgress:
     """What one rank's lines say about its collectives."""
+
     timed_out_seq: int | None = None  # the SeqNum its watchdog timed out on
     op: str | None = None
     numel_in: int | None = None
@@ -80,6 +85,7 @@ def progress(texts) -> RankProgress:
 @dataclass
 class Desync:
     """The collective some ranks never reached, as far as the evidence shows it."""
+
     seq: int | None
     op: str | None
     missing: list[int]  # ranks that did not reach it
@@ -89,8 +95,13 @@ class Desync:
     detail: str = ""
 
     def to_dict(self) -> dict:
-        d = {"seq": self.seq, "op": self.op, "missing_ranks": self.missing, "waiting_ranks": self.waiting,
-             "by": self.by}
+        d = {
+            "seq": self.seq,
+            "op": self.op,
+            "missing_ranks": self.missing,
+            "waiting_ranks": self.waiting,
+            "by": self.by,
+        }
         if self.pg is not None:
             d["pg"] = self.pg
         if self.detail:
@@ -111,6 +122,9 @@ def desync_from_progress(ranks: dict[int, RankProgress]) -> Desync | None:
         return None
     seq = min(p.timed_out_seq for p in timed.values())  # type: ignore[type-var]
     op = next((p.op for p in timed.values() if p.timed_out_seq == seq and p.op), None)
-    missing = sorted(r for r, p in ranks.items()
-                     if r not in timed and p.last_enqueued is not None and p.last_enqueued < seq)
+    missing = sorted(
+        r
+        for r, p in ranks.items()
+        if r not in timed and p.last_enqueued is not None and p.last_enqueued < seq
+    )
     return Desync(seq, op, missing, sorted(timed), "watchdog")

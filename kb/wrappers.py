@@ -56,20 +56,44 @@ _NAME = re.compile(r"\b(cudaError[A-Z]\w+|CUDA_ERROR_[A-Z_]+|hipError[A-Z]\w+)\b
 # cuda-gdb: "CUDA Exception: Warp Illegal Address" / "CUDA_EXCEPTION_14, Warp Illegal Address".
 _GDB = re.compile(r"CUDA_EXCEPTION_(?P<n>\d+)|CUDA Exception:\s*(?P<desc>[A-Za-z -]+)")
 _GDB_CODES = {  # cuda-gdb exception -> the runtime error the program sees
-    1: 700, 2: 714, 3: 714, 4: 715, 5: 700, 6: 716, 7: 717, 8: 718, 9: 714, 10: 700,
-    11: 700, 12: 710, 14: 700, 15: 700, 17: 700, 18: 700,
+    1: 700,
+    2: 714,
+    3: 714,
+    4: 715,
+    5: 700,
+    6: 716,
+    7: 717,
+    8: 718,
+    9: 714,
+    10: 700,
+    11: 700,
+    12: 710,
+    14: 700,
+    15: 700,
+    17: 700,
+    18: 700,
 }
-_GDB_WORDS = (("illegal instruction", 715), ("misaligned", 716), ("assert", 710),
-              ("invalid pc", 718), ("address space", 717), ("stack overflow", 714),
-              ("illegal address", 700), ("out-of-range", 700), ("out of range", 700))
+_GDB_WORDS = (
+    ("illegal instruction", 715),
+    ("misaligned", 716),
+    ("assert", 710),
+    ("invalid pc", 718),
+    ("address space", 717),
+    ("stack overflow", 714),
+    ("illegal address", 700),
+    ("out-of-range", 700),
+    ("out of range", 700),
+)
 # compute-sanitizer memcheck: "========= Invalid __global__ read of size 4 bytes".
 _SANITIZER = re.compile(r"^=+\s+Invalid __(?:global|shared|local)__ (?:read|write|atomic)")
 # HIP names that differ from the CUDA name of the same error.
-_HIP_ALIASES = {"hipErrorOutOfMemory": "cudaErrorMemoryAllocation",
-                "hipErrorNoBinaryForGpu": "cudaErrorNoKernelImageForDevice",
-                "hipErrorNotInitialized": "cudaErrorInitializationError",
-                "hipErrorInvalidDeviceFunction": "cudaErrorInvalidDeviceFunction",
-                "hipErrorInvalidImage": "cudaErrorInvalidKernelImage"}
+_HIP_ALIASES = {
+    "hipErrorOutOfMemory": "cudaErrorMemoryAllocation",
+    "hipErrorNoBinaryForGpu": "cudaErrorNoKernelImageForDevice",
+    "hipErrorNotInitialized": "cudaErrorInitializationError",
+    "hipErrorInvalidDeviceFunction": "cudaErrorInvalidDeviceFunction",
+    "hipErrorInvalidImage": "cudaErrorInvalidKernelImage",
+}
 CUT_MIN = 14  # characters of a cut-off text needed before it can name one code
 
 
@@ -111,7 +135,7 @@ def code_for_text(text: str) -> tuple[cuda_codes.CodeInfo, bool] | None:
 
 def _by_name(name: str) -> cuda_codes.CodeInfo | None:
     if name.startswith("hipError"):
-        name = _HIP_ALIASES.get(name, "cudaError" + name[len("hipError"):])
+        name = _HIP_ALIASES.get(name, "cudaError" + name[len("hipError") :])
     return cuda_codes.by_name(name)
 
 
@@ -131,7 +155,7 @@ def sightings(line: str) -> list[Sighting]:
         m = _GDB.search(line)
         if m:
             value = _GDB_CODES.get(int(m.group("n"))) if m.group("n") else None
-            desc = (m.group("desc") or line[m.end():]).lower()
+            desc = (m.group("desc") or line[m.end() :]).lower()
             if value is None or m.group("n") is None:
                 value = next((v for w, v in _GDB_WORDS if w in desc), value)
             info = cuda_codes.get("runtime", value) if value is not None else None
@@ -142,7 +166,7 @@ def sightings(line: str) -> list[Sighting]:
         if info:
             return [Sighting("runtime", 700, info.name, info.text, "compute-sanitizer")]
     framed = any(k in low for k in ("cuda", "hip", "gpuassert", "failed", "curesult"))
-    for wrapper, key, rx in (_frames() if framed else ()):
+    for wrapper, key, rx in _frames() if framed else ():
         if key not in low:
             continue
         m = rx.search(line)

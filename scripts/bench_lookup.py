@@ -45,18 +45,22 @@ def kb_command() -> list[str]:
 
 
 def bench_cold(runs: int) -> None:
-    subprocess.run(kb_command() + ["index"], stdout=subprocess.DEVNULL)  # entries cache + index warm
+    subprocess.run(
+        kb_command() + ["index"], stdout=subprocess.DEVNULL
+    )  # entries cache + index warm
     base = wall([sys.executable, "-c", "pass"], runs)
     cold = wall(kb_command() + ["lookup", MSG], runs)
-    print(f"1. cold lookup         {cold * 1000:7.1f} ms   python3 -c pass {base * 1000:6.1f} ms   "
-          f"ratio {cold / base:4.2f}x  (target <= 4x)")
+    print(
+        f"1. cold lookup         {cold * 1000:7.1f} ms   python3 -c pass {base * 1000:6.1f} ms   "
+        f"ratio {cold / base:4.2f}x  (target <= 4x)"
+    )
 
 
 NOISE = [
     "Epoch {e} step {s}/5000 loss={l:.4f} lr=3.0e-04 grad_norm={g:.3f} tokens/s=51234\n",
     "[2026-11-01 12:{m:02d}:{sec:02d}] INFO train.py:212 - throughput 412.3 samples/s\n",
     "[rank{r}]: iteration {s} | consumed samples {c} | elapsed time per iteration (ms): 812.4\n",
-    "  warnings.warn(\"The given NumPy array is not writable\")\n",
+    '  warnings.warn("The given NumPy array is not writable")\n',
     "Loading checkpoint shard {s} of 8 from /data/ckpt/model-{s:05d}.safetensors\n",
     "moving batch to cuda:0, dtype=torch.bfloat16, shape=[8, 4096]\n",
     "wandb: logging metrics step={s} eval/accuracy={l:.3f}\n",
@@ -65,17 +69,23 @@ NOISE = [
 
 def make_log(path: Path, mib: int) -> int:
     rnd = random.Random(0)
-    block = "".join(rnd.choice(NOISE).format(e=i % 90, s=i, l=rnd.random(), g=rnd.random(), m=i % 60,
-                                             sec=i % 60, r=i % 8, c=i * 64) for i in range(20000)).encode()
+    block = "".join(
+        rnd.choice(NOISE).format(
+            e=i % 90, s=i, l=rnd.random(), g=rnd.random(), m=i % 60, sec=i % 60, r=i % 8, c=i * 64
+        )
+        for i in range(20000)
+    ).encode()
     target = mib << 20
     with open(path, "wb") as fh:
         n = 0
         while n < target - len(block):
             fh.write(block)
             n += len(block)
-        tail = (b"Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
-                b"    loss.backward()\n[rank3]: RuntimeError: " + MSG.encode() + b"\n"
-                b"CUDA kernel errors might be asynchronously reported at some other API call\n")
+        tail = (
+            b'Traceback (most recent call last):\n  File "train.py", line 88, in <module>\n'
+            b"    loss.backward()\n[rank3]: RuntimeError: " + MSG.encode() + b"\n"
+            b"CUDA kernel errors might be asynchronously reported at some other API call\n"
+        )
         fh.write(tail)
         n += len(tail)
     return n
@@ -88,7 +98,9 @@ def bench_big_log(mib: int) -> None:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
     with open(log, "rb") as fh:
-        p = subprocess.run(kb_command() + ["lookup", "--stdin", "--json"], stdin=fh, capture_output=True)
+        p = subprocess.run(
+            kb_command() + ["lookup", "--stdin", "--json"], stdin=fh, capture_output=True
+        )
     t_kb = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     ok = b"cuda-illegal-memory-access" in p.stdout
@@ -96,9 +108,11 @@ def bench_big_log(mib: int) -> None:
     subprocess.run(["grep", "-c", "CUDA error", str(log)], stdout=subprocess.DEVNULL)
     t_grep = time.perf_counter() - t0
     mb = size / 1e6
-    print(f"2. --stdin {size / (1 << 20):.0f} MiB log   kb {mb / t_kb:6.0f} MB/s ({t_kb:.2f} s)   "
-          f"grep -c {mb / t_grep:6.0f} MB/s ({t_grep:.2f} s)   kb/grep time {t_kb / t_grep:4.1f}x   "
-          f"peak RSS {max(rss, before) / 1024:.0f} MB   found={ok}  (targets >= 300 MB/s, < 200 MB)")
+    print(
+        f"2. --stdin {size / (1 << 20):.0f} MiB log   kb {mb / t_kb:6.0f} MB/s ({t_kb:.2f} s)   "
+        f"grep -c {mb / t_grep:6.0f} MB/s ({t_grep:.2f} s)   kb/grep time {t_kb / t_grep:4.1f}x   "
+        f"peak RSS {max(rss, before) / 1024:.0f} MB   found={ok}  (targets >= 300 MB/s, < 200 MB)"
+    )
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -117,9 +131,13 @@ def bench_warm() -> None:
     kb = default_engine().knowledge
     lookup_text(MSG, kb=kb)
     t = p50(lambda: lookup_text(MSG, kb=kb), 2000)
-    t_log = p50(lambda: lookup_text("Traceback...\n  File x.py\nRuntimeError: " + MSG + "\n", kb=kb), 2000)
-    print(f"3. warm lookup p50     {t * 1e3:7.3f} ms (one line), {t_log * 1e3:.3f} ms (short traceback), "
-          f"{len(kb.entries)} entries  (target < 1 ms)")
+    t_log = p50(
+        lambda: lookup_text("Traceback...\n  File x.py\nRuntimeError: " + MSG + "\n", kb=kb), 2000
+    )
+    print(
+        f"3. warm lookup p50     {t * 1e3:7.3f} ms (one line), {t_log * 1e3:.3f} ms (short traceback), "
+        f"{len(kb.entries)} entries  (target < 1 ms)"
+    )
 
 
 def synthetic_kb(n: int):
@@ -128,31 +146,49 @@ def synthetic_kb(n: int):
     from kb.regex_literal import required_literal
 
     rnd = random.Random(1)
-    vocab = [f"{a}{b}" for a in ("frob", "quux", "zorg", "blip", "wump", "snark", "glim", "trel", "vosk", "pell")
-             for b in ("ator", "ifier", "ulon", "ette", "ism", "ode", "ine", "ary", "ix", "ant")] * 3
+    vocab = [
+        f"{a}{b}"
+        for a in ("frob", "quux", "zorg", "blip", "wump", "snark", "glim", "trel", "vosk", "pell")
+        for b in ("ator", "ifier", "ulon", "ette", "ism", "ode", "ine", "ary", "ix", "ant")
+    ] * 3
     entries = []
     for i in range(n):
         words = rnd.sample(vocab, 6)
         pat = f"Synthetic error {i}: the {words[0]} {words[1]} failed"
-        entries.append(Entry(
-            id=f"synthetic-{i}", area="synthetic", path="", title=f"{words[0]} {words[1]} failure {i}",
-            summary=" ".join(words) + " went wrong in a synthetic way", tags=("synthetic",), codes=(),
-            signatures=(Signature(id="s", pattern=pat, literal=required_literal(pat)),),
-            causes=({"title": words[2], "detail": " ".join(words[3:])},), diagnostics=(), fixes=(),
-            examples_match=(pat,), examples_no_match=(), references=()))
+        entries.append(
+            Entry(
+                id=f"synthetic-{i}",
+                area="synthetic",
+                path="",
+                title=f"{words[0]} {words[1]} failure {i}",
+                summary=" ".join(words) + " went wrong in a synthetic way",
+                tags=("synthetic",),
+                codes=(),
+                signatures=(Signature(id="s", pattern=pat, literal=required_literal(pat)),),
+                causes=({"title": words[2], "detail": " ".join(words[3:])},),
+                diagnostics=(),
+                fixes=(),
+                examples_match=(pat,),
+                examples_no_match=(),
+                references=(),
+            )
+        )
     return KnowledgeBase(entries, [], {}, content_hash=f"synthetic-{n}-{rnd.random()}"), vocab
 
 
 def bench_synthetic(n: int) -> None:
-    from kb.index import ensure_index
     from kb.engine import lookup_text
+    from kb.index import ensure_index
 
-    kb, vocab = synthetic_kb(n)
+    kb, _vocab = synthetic_kb(n)
     t0 = time.perf_counter()
     ensure_index(kb)
     t_build = time.perf_counter() - t0
-    msg_sig = f"RuntimeError: Synthetic error {n // 2}: the " + " ".join(
-        kb.entries[n // 2].signatures[0].pattern.split()[4:6]) + " failed"
+    msg_sig = (
+        f"RuntimeError: Synthetic error {n // 2}: the "
+        + " ".join(kb.entries[n // 2].signatures[0].pattern.split()[4:6])
+        + " failed"
+    )
     hit = lookup_text(msg_sig, kb=kb).matches
     assert hit and hit[0].id == f"synthetic-{n // 2}", hit
     t_sig = p50(lambda: lookup_text(msg_sig, kb=kb), 200)
@@ -160,19 +196,25 @@ def bench_synthetic(n: int) -> None:
     msg_ft = f"ValueError: {e.title} happened while {e.causes[0]['title']} {e.causes[0]['detail']}"
     lookup_text(msg_ft, kb=kb)  # opens the index once
     t_ft = p50(lambda: lookup_text(msg_ft, kb=kb), 50)
-    print(f"4. {n} synthetic entries: index build {t_build:.1f} s   signature path p50 {t_sig * 1e3:.2f} ms "
-          f"(< 10 ms)   full-text path p50 {t_ft * 1e3:.1f} ms (< 100 ms)")
+    print(
+        f"4. {n} synthetic entries: index build {t_build:.1f} s   signature path p50 {t_sig * 1e3:.2f} ms "
+        f"(< 10 ms)   full-text path p50 {t_ft * 1e3:.1f} ms (< 100 ms)"
+    )
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--log-mib", type=int, default=1024)
     ap.add_argument("--synthetic", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--skip-big-log", action="store_true")
     args = ap.parse_args()
     os.environ.setdefault("KB_HOME", tempfile.mkdtemp(prefix="kb-bench-home-"))
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, KB_HOME={os.environ['KB_HOME']}")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cores, KB_HOME={os.environ['KB_HOME']}"
+    )
     bench_cold(args.runs)
     if not args.skip_big_log:
         bench_big_log(args.log_mib)

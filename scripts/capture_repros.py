@@ -27,13 +27,25 @@ def run(code: str, env: dict, timeout: float) -> dict:
         full_env = dict(os.environ, PYTHONUNBUFFERED="1", **{k: str(v) for k, v in env.items()})
         t0 = time.time()
         try:
-            p = subprocess.run([sys.executable, path], cwd=tmp, env=full_env, capture_output=True,
-                               text=True, errors="replace", timeout=timeout, start_new_session=True)
+            p = subprocess.run(
+                [sys.executable, path],
+                cwd=tmp,
+                env=full_env,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                start_new_session=True,
+            )
             rc, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as e:
             rc, out, err = "timeout", str(e.stdout or ""), str(e.stderr or "")
-        return {"rc": rc, "seconds": round(time.time() - t0, 2),
-                "stdout": out[-20000:], "stderr": err[-20000:]}
+        return {
+            "rc": rc,
+            "seconds": round(time.time() - t0, 2),
+            "stdout": out[-20000:],
+            "stderr": err[-20000:],
+        }
 
 
 def main() -> int:
@@ -46,7 +58,9 @@ def main() -> int:
             prog = data.get(part)
             if prog:
                 res[part] = run(prog["code"], prog.get("env", {}), float(prog.get("timeout", 120)))
-                print(f"{data['id']} {part}: rc={res[part]['rc']} {res[part]['seconds']}s", flush=True)
+                print(
+                    f"{data['id']} {part}: rc={res[part]['rc']} {res[part]['seconds']}s", flush=True
+                )
         results[data["id"]] = res
     with open(out_path, "w") as fh:
         json.dump(results, fh, indent=1)

@@ -19,7 +19,7 @@ import os
 import sys
 
 # The enums are sparse but all values sit below ~1100, plus cudaErrorApiFailureBase = 10000.
-VALUES = list(range(0, 1101)) + [10000]
+VALUES = list(range(1101)) + [10000]
 CUDA_ERROR_UNKNOWN_RUNTIME = 999
 UNRECOGNIZED = "unrecognized error code"
 
@@ -94,7 +94,7 @@ def _mapped_path(fragment: str) -> str | None:
         with open("/proc/self/maps") as f:
             for line in f:
                 if fragment in line and "/" in line:
-                    return line[line.index("/"):].strip()
+                    return line[line.index("/") :].strip()
     except OSError:
         pass
     return None
@@ -130,18 +130,22 @@ def main(argv: list[str]) -> int:
         drv_ver = ctypes.c_int()
         cu.cuDriverGetVersion(ctypes.byref(drv_ver))
         drv_desc = f"driver API {_version(drv_ver.value)}"
-        if (kmd := _nvidia_driver_version()):
+        if kmd := _nvidia_driver_version():
             drv_desc += f", driver {kmd}"
         if cu.cuInit(0) == 0:
             dev, buf = ctypes.c_int(), ctypes.create_string_buffer(256)
-            if cu.cuDeviceGet(ctypes.byref(dev), 0) == 0 and \
-                    cu.cuDeviceGetName(buf, len(buf), dev) == 0:
+            if (
+                cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+                and cu.cuDeviceGetName(buf, len(buf), dev) == 0
+            ):
                 gpu = _cstr(buf.value)
 
     rt_file = os.path.basename(_mapped_path("libcudart") or rt._kb_path)
-    source = (f"cudaGetErrorName/cudaGetErrorString ({rt_file}, "
-              f"CUDA runtime {_version(rt_ver.value)}) and cuGetErrorName/cuGetErrorString "
-              f"({drv_desc}), read on {gpu or 'a machine without a usable GPU'}")
+    source = (
+        f"cudaGetErrorName/cudaGetErrorString ({rt_file}, "
+        f"CUDA runtime {_version(rt_ver.value)}) and cuGetErrorName/cuGetErrorString "
+        f"({drv_desc}), read on {gpu or 'a machine without a usable GPU'}"
+    )
     doc = {
         "source": source,
         "runtime": dict(sorted(runtime.items(), key=lambda kv: int(kv[0]))),
@@ -151,8 +155,10 @@ def main(argv: list[str]) -> int:
     if len(argv) > 1 and argv[1] != "-":
         with open(argv[1], "w", encoding="utf-8") as f:
             f.write(text)
-        print(f"{source}\nruntime: {len(runtime)} codes, driver: {len(driver)} codes -> {argv[1]}",
-              file=sys.stderr)
+        print(
+            f"{source}\nruntime: {len(runtime)} codes, driver: {len(driver)} codes -> {argv[1]}",
+            file=sys.stderr,
+        )
     else:
         sys.stdout.write(text)
     return 0

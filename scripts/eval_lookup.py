@@ -61,7 +61,9 @@ def qparser_escape(text: str) -> str:
     return "".join(" " if ch in '+-&|!(){}[]^"~*?:\\/' else ch for ch in text)
 
 
-def score_file(cases: list[dict], results: list[tuple[list[str], list[str]]], ids: set[str]) -> dict:
+def score_file(
+    cases: list[dict], results: list[tuple[list[str], list[str]]], ids: set[str]
+) -> dict:
     n = len(cases)
     covered = right = uncovered = abstained = wrong = named = 0
     sugg_shown = sugg_ok = 0
@@ -85,9 +87,18 @@ def score_file(cases: list[dict], results: list[tuple[list[str], list[str]]], id
         if first is None and suggestions:
             sugg_shown += 1
             sugg_ok += suggestions[0] in good
-    return {"cases": n, "covered": covered, "right_on_covered": right, "uncovered": uncovered,
-            "abstained_on_uncovered": abstained, "wrong_claims": wrong, "named_right": named,
-            "suggestions_shown": sugg_shown, "suggestions_right": sugg_ok, "misses": misses}
+    return {
+        "cases": n,
+        "covered": covered,
+        "right_on_covered": right,
+        "uncovered": uncovered,
+        "abstained_on_uncovered": abstained,
+        "wrong_claims": wrong,
+        "named_right": named,
+        "suggestions_shown": sugg_shown,
+        "suggestions_right": sugg_ok,
+        "misses": misses,
+    }
 
 
 def pct(a: int, b: int) -> str:
@@ -96,21 +107,33 @@ def pct(a: int, b: int) -> str:
 
 def report(name: str, s: dict, verbose: bool) -> None:
     print(f"{name}: {s['cases']} cases")
-    print(f"  covered                {s['covered']:4}   right on covered {pct(s['right_on_covered'], s['covered'])}"
-          f" ({s['right_on_covered']}/{s['covered']})")
-    print(f"  uncovered              {s['uncovered']:4}   abstained        "
-          f"{pct(s['abstained_on_uncovered'], s['uncovered'])} ({s['abstained_on_uncovered']}/{s['uncovered']})")
-    print(f"  wrong claims           {s['wrong_claims']:4}   of all cases     {pct(s['wrong_claims'], s['cases'])}")
-    print(f"  named right            {s['named_right']:4}   of all cases     {pct(s['named_right'], s['cases'])}")
-    print(f"  suggestions shown      {s['suggestions_shown']:4}   precision        "
-          f"{pct(s['suggestions_right'], s['suggestions_shown'])}")
+    print(
+        f"  covered                {s['covered']:4}   right on covered {pct(s['right_on_covered'], s['covered'])}"
+        f" ({s['right_on_covered']}/{s['covered']})"
+    )
+    print(
+        f"  uncovered              {s['uncovered']:4}   abstained        "
+        f"{pct(s['abstained_on_uncovered'], s['uncovered'])} ({s['abstained_on_uncovered']}/{s['uncovered']})"
+    )
+    print(
+        f"  wrong claims           {s['wrong_claims']:4}   of all cases     {pct(s['wrong_claims'], s['cases'])}"
+    )
+    print(
+        f"  named right            {s['named_right']:4}   of all cases     {pct(s['named_right'], s['cases'])}"
+    )
+    print(
+        f"  suggestions shown      {s['suggestions_shown']:4}   precision        "
+        f"{pct(s['suggestions_right'], s['suggestions_shown'])}"
+    )
     if verbose:
         for cid, label, got, kind in s["misses"]:
             print(f"    {kind:6} {cid}: want {label}, got {got or 'nothing'}")
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("cases", nargs="+")
     ap.add_argument("--kb-dir", action="append", default=[])
     ap.add_argument("--quiet", action="store_true", help="figures only, no list of misses")
@@ -133,14 +156,17 @@ def main() -> int:
         s["ms_per_case"] = round(took, 2)
         if args.baseline:
             base = plain_bm25(kb)
-            s["bm25_named_right"] = sum(bool(set(base(c["text"])[:1]) & ({c["label"], *c.get("also", [])}))
-                                        for c in cases)
+            s["bm25_named_right"] = sum(
+                bool(set(base(c["text"])[:1]) & ({c["label"], *c.get("also", [])})) for c in cases
+            )
         out[path] = s
         if not args.json:
             report(f"{path} ({len(kb.entries)} entries, {took:.2f} ms/case)", s, not args.quiet)
             if args.baseline:
-                print(f"  plain BM25 named right {s['bm25_named_right']:4}   of all cases     "
-                      f"{pct(s['bm25_named_right'], s['cases'])}")
+                print(
+                    f"  plain BM25 named right {s['bm25_named_right']:4}   of all cases     "
+                    f"{pct(s['bm25_named_right'], s['cases'])}"
+                )
     if args.json:
         json.dump(out, sys.stdout, indent=2)
         print()

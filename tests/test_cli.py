@@ -5,14 +5,15 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from kb.cli import main
 
 
 def run(*argv, stdin=None):
-    p = subprocess.run([sys.executable, "-m", "kb", *argv], capture_output=True, input=stdin,
-                       cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "kb", *argv], capture_output=True, input=stdin, cwd=REPO
+    )
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
@@ -76,7 +77,11 @@ def test_code_command():
     assert rc == 0 and "cudaErrorIllegalAddress" in out and "cuda-illegal-memory-access" in out
     rc, out, _ = run("code", "4", "--json")
     names = {r["name"] for r in json.loads(out)}
-    assert {"cudaErrorCudartUnloading", "cudaErrorLaunchFailure", "CUDA_ERROR_DEINITIALIZED"} <= names
+    assert {
+        "cudaErrorCudartUnloading",
+        "cudaErrorLaunchFailure",
+        "CUDA_ERROR_DEINITIALIZED",
+    } <= names
     rc, _, err = run("code", "123456")
     assert rc == 1 and "not a CUDA" in err
 
@@ -88,7 +93,16 @@ def test_lookup_exit_codes_and_json():
     d = json.loads(out)
     m = d["matches"][0]
     assert m["id"] == "cuda-illegal-memory-access" and m["confidence"] == "high"
-    assert {"id", "title", "confidence", "score", "signature", "line", "line_number", "captures"} <= set(m)
+    assert {
+        "id",
+        "title",
+        "confidence",
+        "score",
+        "signature",
+        "line",
+        "line_number",
+        "captures",
+    } <= set(m)
     assert set(d) >= {"matches", "facts", "diagnosis"}
     rc, out, _ = run("lookup", "--json", "everything is fine, training finished")
     assert rc == 1 and json.loads(out)["matches"] == []
@@ -97,7 +111,10 @@ def test_lookup_exit_codes_and_json():
 
 
 def test_lookup_stdin_and_file(tmp_path):
-    log = b"epoch 1\n" * 1000 + b"[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    log = (
+        b"epoch 1\n" * 1000
+        + b"[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
     rc, out, _ = run("lookup", "--stdin", stdin=log)
     assert rc == 0 and "line 1001" in out
     import gzip
@@ -108,15 +125,18 @@ def test_lookup_stdin_and_file(tmp_path):
     assert rc == 0 and json.loads(out)["matches"][0]["line_number"] == 1001
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["lookup"], "give the error text"),
-    (["lookup", "--file", "/nonexistent/log"], "no such file"),
-    (["lookup", "--file", "/"], "folder"),
-    (["lookup", "--top", "0", "x"], "--top"),
-    (["lookup", "missing/rank0.log"], "no such file"),
-    (["lookup", "a.log", "b.log"], "no such file"),
-    (["lookup", "--stdin", "--file", "x.log"], "not both"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["lookup"], "give the error text"),
+        (["lookup", "--file", "/nonexistent/log"], "no such file"),
+        (["lookup", "--file", "/"], "folder"),
+        (["lookup", "--top", "0", "x"], "--top"),
+        (["lookup", "missing/rank0.log"], "no such file"),
+        (["lookup", "a.log", "b.log"], "no such file"),
+        (["lookup", "--stdin", "--file", "x.log"], "not both"),
+    ],
+)
 def test_lookup_usage_errors(args, msg):
     rc, _, err = run(*args)
     assert rc == 2 and msg in err and "Traceback" not in err
@@ -130,7 +150,9 @@ def test_lookup_corrupt_gz(tmp_path):
 
 
 def test_lookup_markdown():
-    rc, out, _ = run("lookup", "--format", "markdown", "CUDA error: an illegal memory access was encountered")
+    rc, out, _ = run(
+        "lookup", "--format", "markdown", "CUDA error: an illegal memory access was encountered"
+    )
     assert rc == 0 and out.startswith("### kb: `cuda-illegal-memory-access`")
 
 
@@ -140,17 +162,21 @@ def test_main_in_process(capsys):
 
 
 IMA = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
-TIMEOUT = ("[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
-           "WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 "
-           "milliseconds before timing out.\n")
+TIMEOUT = (
+    "[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 "
+    "milliseconds before timing out.\n"
+)
 
 
 def test_lookup_files_of_one_job(tmp_path):
     (tmp_path / "rank0.log").write_text(TIMEOUT)
     (tmp_path / "rank1.log").write_text("step 1\n" + IMA)
-    for argv in (["lookup", str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log")],
-                 ["lookup", "--file", str(tmp_path / "rank0.log"), "--file", str(tmp_path / "rank1.log")],
-                 ["lookup", str(tmp_path)]):
+    for argv in (
+        ["lookup", str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log")],
+        ["lookup", "--file", str(tmp_path / "rank0.log"), "--file", str(tmp_path / "rank1.log")],
+        ["lookup", str(tmp_path)],
+    ):
         rc, out, _ = run(*argv, "--json")
         d = json.loads(out)
         assert rc == 0 and d["job"]["root"]["rank"] == 1, argv
@@ -163,18 +189,28 @@ def test_lookup_files_of_one_job(tmp_path):
 def test_lookup_batch_jsonl(tmp_path):
     (tmp_path / "a.log").write_text(IMA)
     (tmp_path / "b.log").write_text("all good\n")
-    rc, out, _ = run("lookup", "--batch", "--format", "jsonl", str(tmp_path / "a.log"), str(tmp_path / "b.log"))
+    rc, out, _ = run(
+        "lookup", "--batch", "--format", "jsonl", str(tmp_path / "a.log"), str(tmp_path / "b.log")
+    )
     rows = [json.loads(x) for x in out.splitlines()]
-    assert rc == 0 and [r["input"]["name"] for r in rows] == [str(tmp_path / "a.log"), str(tmp_path / "b.log")]
+    assert rc == 0 and [r["input"]["name"] for r in rows] == [
+        str(tmp_path / "a.log"),
+        str(tmp_path / "b.log"),
+    ]
     assert rows[0]["matches"][0]["id"] == "cuda-illegal-memory-access" and rows[1]["matches"] == []
     rc, out, _ = run("lookup", "--batch", "--format", "jsonl", str(tmp_path / "b.log"))
     assert rc == 1
     rc, out, _ = run("lookup", "--format", "jsonl", "--stdin", stdin=IMA.encode())
-    assert len(out.splitlines()) == 1 and json.loads(out)["matches"][0]["id"] == "cuda-illegal-memory-access"
+    assert (
+        len(out.splitlines()) == 1
+        and json.loads(out)["matches"][0]["id"] == "cuda-illegal-memory-access"
+    )
 
 
 def test_lookup_github_annotations(tmp_path):
-    rc, out, _ = run("lookup", "--format", "github", "--stdin", stdin=("100% done\n" + IMA).encode())
+    rc, out, _ = run(
+        "lookup", "--format", "github", "--stdin", stdin=("100% done\n" + IMA).encode()
+    )
     assert rc == 0 and out.startswith("::error title=kb%3A cuda-illegal-memory-access::")
     assert out.count("\n") == 1
     rc, out, _ = run("lookup", "--format", "github", "nothing wrong here")

@@ -21,7 +21,8 @@ def test_sections_and_sources():
 
 def test_illegal_address_in_every_numbering():
     assert cuda_codes.get("runtime", 700) == CodeInfo(
-        "runtime", 700, "cudaErrorIllegalAddress", "an illegal memory access was encountered")
+        "runtime", 700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"
+    )
     legacy = cuda_codes.get("runtime-legacy", 77)
     assert legacy.name == "cudaErrorIllegalAddress"
     assert legacy.text == "an illegal memory access was encountered"
@@ -39,18 +40,25 @@ def test_four_means_three_things():
     assert cuda_codes.get("driver", 719).name == "CUDA_ERROR_LAUNCH_FAILED"
 
 
-@pytest.mark.parametrize("value, name, text", [
-    (2, "cudaErrorMemoryAllocation", "out of memory"),
-    (7, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"),
-    (8, "cudaErrorInvalidDeviceFunction", "invalid device function"),
-    (10, "cudaErrorInvalidDevice", "invalid device ordinal"),
-    (11, "cudaErrorInvalidValue", "invalid argument"),
-    (30, "cudaErrorUnknown", "unknown error"),
-    (48, "cudaErrorNoKernelImageForDevice", "no kernel image is available for execution on the device"),
-    (59, "cudaErrorAssert", "device-side assert triggered"),
-    (127, "cudaErrorStartupFailure", "startup failure in cuda runtime"),
-    (10000, "cudaErrorApiFailureBase", "api failure base"),
-])
+@pytest.mark.parametrize(
+    "value, name, text",
+    [
+        (2, "cudaErrorMemoryAllocation", "out of memory"),
+        (7, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"),
+        (8, "cudaErrorInvalidDeviceFunction", "invalid device function"),
+        (10, "cudaErrorInvalidDevice", "invalid device ordinal"),
+        (11, "cudaErrorInvalidValue", "invalid argument"),
+        (30, "cudaErrorUnknown", "unknown error"),
+        (
+            48,
+            "cudaErrorNoKernelImageForDevice",
+            "no kernel image is available for execution on the device",
+        ),
+        (59, "cudaErrorAssert", "device-side assert triggered"),
+        (127, "cudaErrorStartupFailure", "startup failure in cuda runtime"),
+        (10000, "cudaErrorApiFailureBase", "api failure base"),
+    ],
+)
 def test_legacy_codes_seen_in_old_logs(value, name, text):
     assert cuda_codes.get("runtime-legacy", value) == CodeInfo("runtime-legacy", value, name, text)
 
@@ -68,7 +76,8 @@ def test_by_name_prefers_modern_runtime():
     # same name in both numberings at different values: 14 before CUDA 10.1, 205 now
     assert cuda_codes.by_name("cudaErrorMapBufferObjectFailed").value == 205
     assert cuda_codes.by_name("CUDA_ERROR_OUT_OF_MEMORY") == CodeInfo(
-        "driver", 2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory")
+        "driver", 2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"
+    )
     assert cuda_codes.by_name("cudaErrorNoSuchThing") is None
 
 
@@ -84,12 +93,21 @@ def test_every_legacy_name_survives_renumbering():
 
 def test_by_text():
     hits = cuda_codes.by_text("An illegal memory access was encountered ")
-    assert [(c.api, c.value) for c in hits] == [("runtime", 700), ("runtime-legacy", 77), ("driver", 700)]
+    assert [(c.api, c.value) for c in hits] == [
+        ("runtime", 700),
+        ("runtime-legacy", 77),
+        ("driver", 700),
+    ]
     assert {(c.api, c.value) for c in cuda_codes.by_text("device-side assert triggered")} == {
-        ("runtime", 710), ("runtime-legacy", 59), ("driver", 710)}
+        ("runtime", 710),
+        ("runtime-legacy", 59),
+        ("driver", 710),
+    }
     # one text, two different names
     assert [c.name for c in cuda_codes.by_text("invalid device context")] == [
-        "cudaErrorDeviceUninitialized", "CUDA_ERROR_INVALID_CONTEXT"]
+        "cudaErrorDeviceUninitialized",
+        "CUDA_ERROR_INVALID_CONTEXT",
+    ]
     assert cuda_codes.by_text("illegal memory access") == []  # exact texts only
 
 

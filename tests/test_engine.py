@@ -26,8 +26,15 @@ GOOD = (REPO / "tests" / "fixtures" / "good_entry.yaml").read_text()
 
 def kb_cli(*args, env=None, input=None):
     e = dict(os.environ, NO_COLOR="1", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "kb", *args], capture_output=True, text=True,
-                          env=e, input=input, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "kb", *args],
+        capture_output=True,
+        text=True,
+        env=e,
+        input=input,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 # ------------------------------------------------------------------ public API
@@ -53,7 +60,13 @@ def test_engine_takes_text_bytes_stream_path_and_gz(tmp_path):
 
 
 def test_a_match_carries_every_line_that_fired():
-    log = "\n".join([IMA, "noise", "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"])
+    log = "\n".join(
+        [
+            IMA,
+            "noise",
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+        ]
+    )
     m = Engine().lookup(log).best
     assert {h.line_number for h in m.hits} == {1, 3}
     assert m.line_number == 1
@@ -78,8 +91,14 @@ json.dump(out, sys.stdout)
 def test_output_is_identical_under_any_hash_seed(tmp_path):
     outs = set()
     for seed in ("0", "1", "2", "12345"):
-        p = subprocess.run([sys.executable, "-c", SEED_SCRIPT], capture_output=True, text=True,
-                           env=dict(os.environ, PYTHONHASHSEED=seed), cwd=REPO, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-c", SEED_SCRIPT],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONHASHSEED=seed),
+            cwd=REPO,
+            timeout=300,
+        )
         assert p.returncode == 0, p.stderr
         outs.add(p.stdout)
     assert len(outs) == 1
@@ -89,8 +108,11 @@ def test_output_is_identical_under_any_hash_seed(tmp_path):
 def _local_dir(root: Path, name: str, word: str) -> Path:
     d = root / name / "local"
     d.mkdir(parents=True)
-    (d / f"{name}-entry.yaml").write_text(GOOD.replace("good-entry", f"{name}-entry")
-                                          .replace("Widget", word).replace("widget", word.lower()))
+    (d / f"{name}-entry.yaml").write_text(
+        GOOD.replace("good-entry", f"{name}-entry")
+        .replace("Widget", word)
+        .replace("widget", word.lower())
+    )
     return root / name
 
 
@@ -104,8 +126,17 @@ def test_many_lookups_while_the_index_rebuilds_and_entries_change(tmp_path, monk
     b = _local_dir(tmp_path, "beta", "Doohickey")
     stop = threading.Event()
     rebuilder = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom kb.cli import main\nfor _ in range(40): main(['index', '--rebuild', '--kb-dir', sys.argv[1]])", str(a)],
-        env=dict(os.environ), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom kb.cli import main\nfor _ in range(40): main(['index', '--rebuild', '--kb-dir', sys.argv[1]])",
+            str(a),
+        ],
+        env=dict(os.environ),
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     edited = b / "local" / "beta-entry.yaml"
     original = edited.read_text()
 
@@ -137,8 +168,14 @@ def test_many_lookups_while_the_index_rebuilds_and_entries_change(tmp_path, monk
                 r = eng.lookup(f"RuntimeError: {word} error: the {word.lower()} exploded")
                 want = "alpha-entry" if i % 2 else "beta-entry"
                 if r.best is None or r.best.id != want:
-                    failures.append((i, "wrong local answer", r.best and r.best.id,
-                                     [str(p) for p in eng.knowledge.problems][:2]))
+                    failures.append(
+                        (
+                            i,
+                            "wrong local answer",
+                            r.best and r.best.id,
+                            [str(p) for p in eng.knowledge.problems][:2],
+                        )
+                    )
         except Exception as e:  # the point of the test: none may escape
             failures.append((i, repr(e)))
 
@@ -189,7 +226,7 @@ def test_a_catastrophic_local_pattern_cannot_freeze_a_lookup(tmp_path):
     d.mkdir(parents=True)
     (d / "good-entry.yaml").write_text(CATASTROPHIC)
     eng = Engine([str(tmp_path / "mine")])
-    eng.signatures  # load and index first: only the matching is timed
+    _ = eng.signatures  # load and index first: only the matching is timed
     t0 = time.perf_counter()
     r = eng.lookup("error " + "a" * 40 + "!")
     took = time.perf_counter() - t0
@@ -199,23 +236,37 @@ def test_a_catastrophic_local_pattern_cannot_freeze_a_lookup(tmp_path):
 
 
 # ------------------------------------------------------------------ exit codes
-@pytest.mark.parametrize("cmd", ["show cuda-oom", "list", "show cuda-oom --markdown",
-                                 f"lookup '{IMA}'"])
+@pytest.mark.parametrize(
+    "cmd", ["show cuda-oom", "list", "show cuda-oom --markdown", f"lookup '{IMA}'"]
+)
 def test_a_closed_pipe_is_not_an_error(cmd):
-    p = subprocess.run(f"{sys.executable} -m kb {cmd} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}",
-                       shell=True, executable="/bin/bash", capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(
+        f"{sys.executable} -m kb {cmd} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert p.stdout.strip() == "0", p.stderr
     assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr
 
 
 def test_unknown_ids_exit_the_same_in_every_command():
-    codes = {kb_cli(*args).returncode for args in (["show", "no-such-id"], ["verify", "no-such-id"])}
+    codes = {
+        kb_cli(*args).returncode for args in (["show", "no-such-id"], ["verify", "no-such-id"])
+    }
     assert codes == {1}
 
 
 def test_verify_says_when_nothing_could_be_verified():
-    p = kb_cli("verify", "cuda-oom", "--python", sys.executable,
-               env={"CUDA_VISIBLE_DEVICES": "", "KB_NO_NVML": "1"})
+    p = kb_cli(
+        "verify",
+        "cuda-oom",
+        "--python",
+        sys.executable,
+        env={"CUDA_VISIBLE_DEVICES": "", "KB_NO_NVML": "1"},
+    )
     if "skipped" not in p.stdout + p.stderr:
         pytest.skip("a GPU is visible here")
     assert p.returncode == 3 and "nothing could be verified" in p.stderr
@@ -243,7 +294,12 @@ def test_exit_codes_are_defined_once():
             continue
         text = f.read_text()
         assert "EXIT_OK, " not in text and "= 0, 1, 2" not in text, f
-    assert (exit_codes.OK, exit_codes.NOT_FOUND, exit_codes.USAGE, exit_codes.NOTHING_VERIFIED) == (0, 1, 2, 3)
+    assert (exit_codes.OK, exit_codes.NOT_FOUND, exit_codes.USAGE, exit_codes.NOTHING_VERIFIED) == (
+        0,
+        1,
+        2,
+        3,
+    )
 
 
 def test_json_output_reports_warnings_and_hits():

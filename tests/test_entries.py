@@ -2,8 +2,8 @@
 
 import pytest
 
-from kb.knowledge import load
 from kb.engine import lookup_text
+from kb.knowledge import load
 
 KB = load()
 MATCH = [(e.id, i, ex) for e in KB.entries for i, ex in enumerate(e.examples_match)]
@@ -25,8 +25,9 @@ def test_no_match_example_goes_where_it_says(entry_id, i, near):
     r = lookup_text(near.text, kb=KB, top=5)
     assert entry_id not in [m.id for m in r.matches]
     first = r.matches[0].id if r.matches else "none"
-    assert first == near.belongs, (f"no_match {i} of {entry_id} says it belongs to {near.belongs}, "
-                                   f"lookup names {first}")
+    assert first == near.belongs, (
+        f"no_match {i} of {entry_id} says it belongs to {near.belongs}, lookup names {first}"
+    )
 
 
 @pytest.mark.parametrize("entry", KB.entries, ids=[e.id for e in KB.entries])
@@ -40,13 +41,38 @@ def test_entry_is_proven_or_says_why_not(entry):
     assert entry.path.endswith(f"/{entry.area}/{entry.id}.yaml")
 
 
-REQUIRED = """cublas-execution-failed torch-internal-assert cuda-device-side-assert cuda-illegal-memory-access
-cuda-invalid-configuration cuda-unspecified-launch-failure cuda-driver-shutting-down cuda-oom
-cublas-alloc-or-init-failed cublas-invalid-value cudnn-error cuda-launch-out-of-resources
-cuda-no-kernel-image cuda-driver-too-old cuda-not-available cuda-device-mismatch
-cuda-invalid-device-ordinal cuda-fork-reinit cuda-misaligned-address cuda-illegal-instruction
-cuda-invalid-value cuda-ecc-error cuda-device-busy cuda-launch-timeout cuda-stream-capture
-nccl-timeout nccl-error triton-out-of-resources dtype-mismatch shape-mismatch""".split()
+REQUIRED = [
+    "cublas-execution-failed",
+    "torch-internal-assert",
+    "cuda-device-side-assert",
+    "cuda-illegal-memory-access",
+    "cuda-invalid-configuration",
+    "cuda-unspecified-launch-failure",
+    "cuda-driver-shutting-down",
+    "cuda-oom",
+    "cublas-alloc-or-init-failed",
+    "cublas-invalid-value",
+    "cudnn-error",
+    "cuda-launch-out-of-resources",
+    "cuda-no-kernel-image",
+    "cuda-driver-too-old",
+    "cuda-not-available",
+    "cuda-device-mismatch",
+    "cuda-invalid-device-ordinal",
+    "cuda-fork-reinit",
+    "cuda-misaligned-address",
+    "cuda-illegal-instruction",
+    "cuda-invalid-value",
+    "cuda-ecc-error",
+    "cuda-device-busy",
+    "cuda-launch-timeout",
+    "cuda-stream-capture",
+    "nccl-timeout",
+    "nccl-error",
+    "triton-out-of-resources",
+    "dtype-mismatch",
+    "shape-mismatch",
+]
 
 
 def test_the_required_entries_exist():

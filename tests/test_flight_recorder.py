@@ -6,6 +6,7 @@ import os
 import pickle
 
 from conftest import REPO
+
 from kb import flight_recorder as fr
 
 FIX = REPO / "tests" / "fixtures" / "jobs"
@@ -13,17 +14,40 @@ FIX = REPO / "tests" / "fixtures" / "jobs"
 
 def entry(seq, op="nccl:all_reduce", sizes=((4,),), state="completed", pg=("0", "default_pg")):
     # The keys of an entry (torch/distributed/flight_recorder/components/types.py, loader.py).
-    return {"record_id": seq - 1, "pg_id": 0, "process_group": pg, "collective_seq_id": seq, "p2p_seq_id": 0,
-            "op_id": seq, "profiling_name": op, "time_created_ns": 1, "input_sizes": [list(s) for s in sizes],
-            "input_dtypes": ["Float"], "output_sizes": [list(s) for s in sizes], "output_dtypes": ["Float"],
-            "state": state, "retired": state == "completed", "timeout_ms": 20000, "is_p2p": False, "frames": []}
+    return {
+        "record_id": seq - 1,
+        "pg_id": 0,
+        "process_group": pg,
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "op_id": seq,
+        "profiling_name": op,
+        "time_created_ns": 1,
+        "input_sizes": [list(s) for s in sizes],
+        "input_dtypes": ["Float"],
+        "output_sizes": [list(s) for s in sizes],
+        "output_dtypes": ["Float"],
+        "state": state,
+        "retired": state == "completed",
+        "timeout_ms": 20000,
+        "is_p2p": False,
+        "frames": [],
+    }
 
 
 def dump(entries, last_enqueued, version="2.10"):
-    return {"version": version, "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
-            "pg_status": {"0": {"last_enqueued_collective": last_enqueued, "last_started_collective": -1,
-                                "last_completed_collective": last_enqueued - 1}},
-            "entries": entries}
+    return {
+        "version": version,
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+        "pg_status": {
+            "0": {
+                "last_enqueued_collective": last_enqueued,
+                "last_started_collective": -1,
+                "last_completed_collective": last_enqueued - 1,
+            }
+        },
+        "entries": entries,
+    }
 
 
 def test_real_dumps_of_the_stalled_job():
@@ -35,11 +59,18 @@ def test_real_dumps_of_the_stalled_job():
 
 
 def test_missing_rank_from_pickles_and_json(tmp_path):
-    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(dump([entry(1), entry(2, state="scheduled")], 2), protocol=2))
+    (tmp_path / "nccl_trace_rank_0").write_bytes(
+        pickle.dumps(dump([entry(1), entry(2, state="scheduled")], 2), protocol=2)
+    )
     (tmp_path / "nccl_trace_rank_1.json").write_text(json.dumps(dump([entry(1)], 1)))
     dumps = [fr.load(tmp_path / "nccl_trace_rank_0"), fr.load(tmp_path / "nccl_trace_rank_1.json")]
     found = fr.desync(dumps)
-    assert (found.seq, found.op, found.missing, found.by) == (2, "nccl:all_reduce", [1], "flight-recorder")
+    assert (found.seq, found.op, found.missing, found.by) == (
+        2,
+        "nccl:all_reduce",
+        [1],
+        "flight-recorder",
+    )
 
 
 def test_mismatched_sizes(tmp_path):
@@ -95,8 +126,16 @@ def _jit_dump(builder: str) -> bytes:
     {"entries": [{"collective_seq_id": 1, "profiling_name": "nccl:all_reduce",
                   "input_sizes": [<builder>([4])]}]}"""
     sizes = b"]c" + b"torch.jit._pickle\n" + builder.encode() + b"\n](K\x04e\x85Ra"
-    ent = b"}(" + _u("collective_seq_id") + b"K\x01" + _u("profiling_name") + _u("nccl:all_reduce") + \
-        _u("input_sizes") + sizes + b"u"
+    ent = (
+        b"}("
+        + _u("collective_seq_id")
+        + b"K\x01"
+        + _u("profiling_name")
+        + _u("nccl:all_reduce")
+        + _u("input_sizes")
+        + sizes
+        + b"u"
+    )
     return b"\x80\x02}(" + _u("entries") + b"](" + ent + b"e" + b"u."
 
 

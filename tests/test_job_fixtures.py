@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
+
 from kb.engine import default_engine
 from kb.job_lookup import lookup_paths
 
@@ -72,8 +72,12 @@ def test_mismatch_is_reported_by_both_ranks():
 
 
 def test_fixture_json_through_the_cli():
-    out = subprocess.run([sys.executable, "-m", "kb", "lookup", "--json", str(JOBS / "cpu-stall" / "run")],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "kb", "lookup", "--json", str(JOBS / "cpu-stall" / "run")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert out.returncode in (0, 1), out.stderr
     d = json.loads(out.stdout)
     assert d["job"]["root"]["rank"] == 1 and d["job"]["root"]["kind"] == "desync"
@@ -86,8 +90,12 @@ def test_fixture_json_through_the_cli():
 
 
 def test_fixture_text_leads_with_the_root():
-    out = subprocess.run([sys.executable, "-m", "kb", "lookup", str(JOBS / "cpu-sigkill" / "run")],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "kb", "lookup", str(JOBS / "cpu-sigkill" / "run")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     first = out.stdout.splitlines()[0]
     assert first.startswith("job") and "rank 1" in first
 
@@ -96,10 +104,15 @@ def test_readme_job_example_is_real():
     """The README's job example shows what `kb lookup` prints for this fixture."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = readme.split("$ kb lookup tests/fixtures/jobs/cpu-stall/run\n", 1)[1].split("```", 1)[0]
-    out = subprocess.run([sys.executable, "-m", "kb", "lookup", "tests/fixtures/jobs/cpu-stall/run"],
-                         capture_output=True, text=True, cwd=REPO, env={**__import__("os").environ, "NO_COLOR": "1"})
+    out = subprocess.run(
+        [sys.executable, "-m", "kb", "lookup", "tests/fixtures/jobs/cpu-stall/run"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**__import__("os").environ, "NO_COLOR": "1"},
+    )
     shown = block.strip().splitlines()
-    assert out.stdout.splitlines()[:len(shown)] == shown
+    assert out.stdout.splitlines()[: len(shown)] == shown
 
 
 # The same jobs on GPUs (NCCL), once scripts/capture_jobs.sh has been run on a 2-GPU machine and its

@@ -25,28 +25,55 @@ W1123 10:00:00.000000 100 torch/distributed/run.py:874] Setting OMP_NUM_THREADS 
 
 def summary(failures: list[str], root: str, name: str = "train.py") -> str:
     """torchrun's ChildFailedError text (errors/__init__.py: _MSG_FORMAT_TEMPLATE)."""
-    return ("Traceback (most recent call last):\n"
-            '  File "/usr/local/bin/torchrun", line 8, in <module>\n'
-            "    sys.exit(main())\n"
-            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
-            + "=" * 60 + f"\n{name} FAILED\n" + "-" * 60 + "\nFailures:\n"
-            + ("\n".join(failures) if failures else "  <NO_OTHER_FAILURES>") + "\n" + "-" * 60
-            + "\nRoot Cause (first observed failure):\n" + root + "\n" + "=" * 60 + "\n")
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/bin/torchrun", line 8, in <module>\n'
+        "    sys.exit(main())\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        + "=" * 60
+        + f"\n{name} FAILED\n"
+        + "-" * 60
+        + "\nFailures:\n"
+        + ("\n".join(failures) if failures else "  <NO_OTHER_FAILURES>")
+        + "\n"
+        + "-" * 60
+        + "\nRoot Cause (first observed failure):\n"
+        + root
+        + "\n"
+        + "=" * 60
+        + "\n"
+    )
 
 
-def failure(idx, rank, exitcode, pid, sig=None, error_file="<N/A>", traceback=None, time="2026-11-23_10:00:05",
-            local=None):
+def failure(
+    idx,
+    rank,
+    exitcode,
+    pid,
+    sig=None,
+    error_file="<N/A>",
+    traceback=None,
+    time="2026-11-23_10:00:05",
+    local=None,
+):
     """One failure (errors/__init__.py: _FAILURE_FORMAT_TEMPLATE)."""
-    tb = traceback or (f"Signal {-exitcode} ({sig}) received by PID {pid}" if sig else
-                       "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
-    return (f"[{idx}]:\n  time      : {time}\n  host      : node-1\n  rank      : {rank} (local_rank: {rank if local is None else local})\n"
-            f"  exitcode  : {exitcode} (pid: {pid}) {f' ({sig})' if sig else ''}\n  error_file: {error_file}\n"
-            f"  traceback : {tb}")
+    tb = traceback or (
+        f"Signal {-exitcode} ({sig}) received by PID {pid}"
+        if sig
+        else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+    )
+    return (
+        f"[{idx}]:\n  time      : {time}\n  host      : node-1\n  rank      : {rank} (local_rank: {rank if local is None else local})\n"
+        f"  exitcode  : {exitcode} (pid: {pid}) {f' ({sig})' if sig else ''}\n  error_file: {error_file}\n"
+        f"  traceback : {tb}"
+    )
 
 
 # (a) of the issue: rank 1 hits a device-side assert, the agent SIGTERMs rank 0, and torchrun's Root
 # Cause names rank 1 with error_file <N/A> (no @record). The kernel's printf has no rank prefix.
-DEVICE_ASSERT = AGENT_HEAD + """\
+DEVICE_ASSERT = (
+    AGENT_HEAD
+    + """\
 /pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.
 [rank1]: Traceback (most recent call last):
 [rank1]:   File "/work/train.py", line 21, in <module>
@@ -56,14 +83,21 @@ DEVICE_ASSERT = AGENT_HEAD + """\
 [rank1]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1
 W1123 10:00:05.000000 100 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 201 closing signal SIGTERM
 E1123 10:00:05.100000 100 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1 (pid: 202) of binary: /usr/bin/python3
-""" + summary([failure(1, 0, -15, 201, "SIGTERM")], failure(0, 1, 1, 202, time="2026-11-23_10:00:04"))
+"""
+    + summary(
+        [failure(1, 0, -15, 201, "SIGTERM")], failure(0, 1, 1, 202, time="2026-11-23_10:00:04")
+    )
+)
 
 
 def test_device_side_assert_on_rank_1():
     jl = lookup_text(ENGINE, DEVICE_ASSERT)
     job = jl.job
     assert job.root.rank == 1 and job.root.id == "cuda-device-side-assert"
-    assert {v.rank: (v.role, v.cause) for v in job.ranks} == {0: ("consequence", "sigterm"), 1: ("root", "error")}
+    assert {v.rank: (v.role, v.cause) for v in job.ranks} == {
+        0: ("consequence", "sigterm"),
+        1: ("root", "error"),
+    }
     assert job.torchrun.root.rank == 1 and not job.notes  # torchrun agrees here
     assert jl.result.matches[0].id == "cuda-device-side-assert"
 
@@ -72,7 +106,9 @@ def test_device_side_assert_on_rank_1():
 # and aborts (SIGABRT); rank 1's heartbeat monitor is told through the store (ProcessGroupNCCL.cpp:
 # HeartbeatMonitor::getNCCLWatchdogTimeoutErrorMsg, "from " + " rank 0": two spaces). torchrun's
 # Root Cause names rank 0, the victim.
-NCCL_STALL = AGENT_HEAD + """\
+NCCL_STALL = (
+    AGENT_HEAD
+    + """\
 rank 1: loading the next batch...
 [rank0]:[E1123 10:00:30.100000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=20000) ran for 20012 milliseconds before timing out.
 [rank0]:[E1123 10:00:30.100100000 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure detected by watchdog at work sequence id: 2 PG status: last enqueued work: 2, last completed work: 1
@@ -86,7 +122,12 @@ terminate called after throwing an instance of 'c10::DistBackendError'
   what():  [PG ID 0 PG GUID 0(default_pg) Rank 0] Process group watchdog thread terminated with exception: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=20000) ran for 20012 milliseconds before timing out.
 W1123 10:00:39.000000 100 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 202 closing signal SIGTERM
 E1123 10:00:39.100000 100 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) local_rank: 0 (pid: 201) of binary: /usr/bin/python3
-""" + summary([failure(1, 1, -15, 202, "SIGTERM")], failure(0, 0, -6, 201, "SIGABRT", time="2026-11-23_10:00:38"))
+"""
+    + summary(
+        [failure(1, 1, -15, 202, "SIGTERM")],
+        failure(0, 0, -6, 201, "SIGABRT", time="2026-11-23_10:00:38"),
+    )
+)
 
 
 def test_nccl_stall_names_the_rank_that_did_not_reach_the_collective():
@@ -106,9 +147,11 @@ def test_nccl_stall_names_the_rank_that_did_not_reach_the_collective():
 def test_an_unprefixed_error_goes_to_the_one_rank_that_failed():
     # Before torch 2.2 a rank's traceback had no "[rankN]:" prefix; without @record, torchrun's
     # summary only says rank 1 exited with 1.
-    log = (AGENT_HEAD + "Traceback (most recent call last):\n  File \"train.py\", line 10, in <module>\n"
-           "RuntimeError: CUDA error: an illegal memory access was encountered\n"
-           + summary([failure(1, 0, -15, 201, "SIGTERM")], failure(0, 1, 1, 202)))
+    log = (
+        AGENT_HEAD + 'Traceback (most recent call last):\n  File "train.py", line 10, in <module>\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        + summary([failure(1, 0, -15, 201, "SIGTERM")], failure(0, 1, 1, 202))
+    )
     jl = lookup_text(ENGINE, log)
     job = jl.job
     assert job.root.rank == 1 and job.kind == "exit"
@@ -122,15 +165,30 @@ def test_local_ranks_of_error_files_map_to_global_ranks(tmp_path):
     1 is global rank 3."""
     attempt = tmp_path / "run" / "torchrun" / "abc_1" / "attempt_0"
     (attempt / "1").mkdir(parents=True)
-    (attempt / "1" / "error.json").write_text(json.dumps({"message": {
-        "message": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
-        "extraInfo": {"py_callstack": "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of "
-                      "memory. Tried to allocate 2.00 GiB.\n", "timestamp": "1795402831"}}}))
+    (attempt / "1" / "error.json").write_text(
+        json.dumps(
+            {
+                "message": {
+                    "message": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+                    "extraInfo": {
+                        "py_callstack": "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of "
+                        "memory. Tried to allocate 2.00 GiB.\n",
+                        "timestamp": "1795402831",
+                    },
+                }
+            }
+        )
+    )
     (tmp_path / "run" / "output.log").write_text(
-        summary([failure(1, 2, -15, 201, "SIGTERM", local=0)],
-                failure(0, 3, 1, 202, error_file=str(attempt / "1" / "error.json"), local=1)))
+        summary(
+            [failure(1, 2, -15, 201, "SIGTERM", local=0)],
+            failure(0, 3, 1, 202, error_file=str(attempt / "1" / "error.json"), local=1),
+        )
+    )
     job = lookup_paths(ENGINE, [str(tmp_path / "run")]).job
-    assert job.root.rank == 3 and job.root.id == "cuda-oom" and job.root.evidence_from == "error-file"
+    assert (
+        job.root.rank == 3 and job.root.id == "cuda-oom" and job.root.evidence_from == "error-file"
+    )
     assert {v.rank for v in job.ranks} == {2, 3}
 
 
@@ -142,7 +200,8 @@ def test_every_rank_timed_out_in_the_same_collective_is_a_desync_with_no_straggl
         f"for 600012 milliseconds before timing out.\n"
         f"[rank{r}]:[E1123 10:00:30.10000000{r} ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank {r}]  "
         f"failure detected by watchdog at work sequence id: 7 PG status: last enqueued work: 7, last completed work: 6\n"
-        for r in (0, 1))
+        for r in (0, 1)
+    )
     job = lookup_text(ENGINE, log).job
     assert job.kind == "desync" and job.root is None
     assert job.desync.seq == 7 and job.desync.waiting == [0, 1] and job.desync.missing == []
@@ -155,26 +214,35 @@ def test_torch_2_2_watchdog_wording():
     # ProcessGroupNCCL.cpp in 2.2 - 2.4: "Exception (either an error or timeout) detected by watchdog at
     # work: N, last enqueued NCCL work: N, last completed NCCL work: N-1." Rank 1 printed nothing and
     # was stopped by torchrun: it is the one that never timed out.
-    log = ("[rank0]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
-           "operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) "
-           "ran for 1800017 milliseconds before timing out.\n"
-           "[rank0]:[E1003 18:37:01.833575187 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 0] Exception (either "
-           "an error or timeout) detected by watchdog at work: 6463, last enqueued NCCL work: 6463, last completed "
-           "NCCL work: 6462.\n"
-           "[rank0]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 0] Timeout at NCCL "
-           "work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.\n"
-           + summary([failure(1, 1, -15, 202, "SIGTERM")], failure(0, 0, -6, 201, "SIGABRT")))
+    log = (
+        "[rank0]:[E1003 18:37:01.832146912 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=6463, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) "
+        "ran for 1800017 milliseconds before timing out.\n"
+        "[rank0]:[E1003 18:37:01.833575187 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 0] Exception (either "
+        "an error or timeout) detected by watchdog at work: 6463, last enqueued NCCL work: 6463, last completed "
+        "NCCL work: 6462.\n"
+        "[rank0]:[E1003 18:37:01.833621509 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 0] Timeout at NCCL "
+        "work: 6463, last enqueued NCCL work: 6463, last completed NCCL work: 6462.\n"
+        + summary([failure(1, 1, -15, 202, "SIGTERM")], failure(0, 0, -6, 201, "SIGABRT"))
+    )
     job = lookup_text(ENGINE, log).job
     assert job.root.rank == 1 and job.kind == "desync"
-    assert (job.desync.seq, job.desync.op, job.desync.missing, job.desync.by) == (6463, "ALLREDUCE", [1], "no-timeout")
+    assert (job.desync.seq, job.desync.op, job.desync.missing, job.desync.by) == (
+        6463,
+        "ALLREDUCE",
+        [1],
+        "no-timeout",
+    )
 
 
 def test_monitored_barrier_names_the_missing_rank():
     # ProcessGroupGloo.cpp (monitoredBarrier under TORCH_DISTRIBUTED_DEBUG=DETAIL).
-    log = ("[rank0]:[E1121 06:40:57.823273929 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 2 failed to pass "
-           "monitoredBarrier in 10000 ms\n"
-           "[rank1]:[E1121 06:40:57.900000000 ProcessGroupGloo.cpp:67] [Rank 1]: Ranks 2 failed to pass "
-           "monitoredBarrier in 10000 ms\n")
+    log = (
+        "[rank0]:[E1121 06:40:57.823273929 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 2 failed to pass "
+        "monitoredBarrier in 10000 ms\n"
+        "[rank1]:[E1121 06:40:57.900000000 ProcessGroupGloo.cpp:67] [Rank 1]: Ranks 2 failed to pass "
+        "monitoredBarrier in 10000 ms\n"
+    )
     job = lookup_text(ENGINE, log).job
     assert job.root.rank == 2 and job.kind == "desync" and job.desync.by == "monitored-barrier"
     assert job.root.id == "nccl-timeout"
@@ -182,17 +250,21 @@ def test_monitored_barrier_names_the_missing_rank():
 
 def test_the_earliest_time_wins_over_the_order_of_the_log():
     # Two ranks with errors of their own, the later one printed first in the merged log.
-    log = ("2026-11-23T10:00:09Z [rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
-           "2026-11-23T10:00:02Z [rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
-           "GPU 1 has a total capacity of 79.10 GiB of which 1.06 GiB is free.\n")
+    log = (
+        "2026-11-23T10:00:09Z [rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "2026-11-23T10:00:02Z [rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 1 has a total capacity of 79.10 GiB of which 1.06 GiB is free.\n"
+    )
     job = lookup_text(ENGINE, log).job
     assert job.root.rank == 1 and job.root.id == "cuda-oom"
     assert {v.rank: v.role for v in job.ranks} == {0: "unknown", 1: "root"}
 
 
 def test_without_times_a_known_error_beats_an_unknown_one():
-    log = ("[rank0]: ValueError: batch 3 has no labels\n"
-           "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    log = (
+        "[rank0]: ValueError: batch 3 has no labels\n"
+        "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
     job = lookup_text(ENGINE, log).job
     assert job.root.rank == 1 and job.root.id == "cuda-illegal-memory-access"
 
@@ -203,28 +275,35 @@ def test_srun_labels_and_a_dead_peer():
     log = "".join(
         f"{r}: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
         f"ProcessGroupNCCL.cpp:3356, remote process exited or there was a network error, NCCL version 2.23.4\n"
-        for r in (0, 1, 2))
-    log += ("3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 3 has a total "
-            "capacity of 79.10 GiB of which 3.06 GiB is free.\n")
+        for r in (0, 1, 2)
+    )
+    log += (
+        "3: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 3 has a total "
+        "capacity of 79.10 GiB of which 3.06 GiB is free.\n"
+    )
     job = lookup_text(ENGINE, log).job
     assert job.root.rank == 3 and job.root.id == "cuda-oom"
     assert all(v.cause == "peer-gone" for v in job.ranks if v.rank != 3)
 
 
 def test_default_prefix_of_torchrun_tee():
-    log = ("[default0]:[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
-           "[default1]:[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
-           "timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
-           "600001 milliseconds before timing out.\n")
+    log = (
+        "[default0]:[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "[default1]:[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        "600001 milliseconds before timing out.\n"
+    )
     job = lookup_text(ENGINE, log).job
     assert job.root.rank == 0 and job.ranks[1].role == "consequence"
 
 
 def test_pdsh_host_prefixes():
-    log = ("node-1: RuntimeError: CUDA error: an illegal memory access was encountered\n"
-           "node-2: [E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
-           "timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
-           "600001 milliseconds before timing out.\n")
+    log = (
+        "node-1: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "node-2: [E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+        "600001 milliseconds before timing out.\n"
+    )
     job = lookup_text(ENGINE, log).job
     # node-2's line names its rank itself ("[Rank 1]"); node-1's is keyed by its host.
     assert job.root.host == "node-1" and job.root.id == "cuda-illegal-memory-access"
@@ -233,7 +312,9 @@ def test_pdsh_host_prefixes():
 def test_a_single_process_log_has_no_job_view():
     jl = lookup_text(ENGINE, "RuntimeError: CUDA error: an illegal memory access was encountered\n")
     assert jl.job is None
-    jl = lookup_text(ENGINE, "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    jl = lookup_text(
+        ENGINE, "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
     assert jl.job is None  # one rank only
 
 
@@ -242,10 +323,17 @@ def test_per_rank_files(tmp_path):
     (tmp_path / "rank0.log").write_text(
         "[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 "
-        "milliseconds before timing out.\n")
-    (tmp_path / "rank1.log").write_text("step 10\nRuntimeError: CUDA error: an illegal memory access was encountered\n")
+        "milliseconds before timing out.\n"
+    )
+    (tmp_path / "rank1.log").write_text(
+        "step 10\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
     jl = lookup_paths(ENGINE, [str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log")])
-    assert jl.job.root.rank == 1 and jl.job.root.path.endswith("rank1.log") and jl.job.root.line_number == 2
+    assert (
+        jl.job.root.rank == 1
+        and jl.job.root.path.endswith("rank1.log")
+        and jl.job.root.line_number == 2
+    )
     jl2 = lookup_paths(ENGINE, [str(tmp_path)])  # the folder: the same job
     assert jl2.job.root.rank == 1
     assert jl2.result.matches[0].id == "cuda-illegal-memory-access"
@@ -253,7 +341,9 @@ def test_per_rank_files(tmp_path):
 
 def test_slurm_task_files(tmp_path):
     (tmp_path / "slurm-123_0.out").write_text("epoch 1\n")
-    (tmp_path / "slurm-123_1.out").write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    (tmp_path / "slurm-123_1.out").write_text(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
     jl = lookup_paths(ENGINE, [str(tmp_path)])
     assert jl.job.root.rank == 1 and jl.job.root.id == "cuda-oom"
 
@@ -266,11 +356,20 @@ def test_torchrun_log_dir_with_error_files(tmp_path):
         (attempt / str(r)).mkdir(parents=True)
         (attempt / str(r) / "stdout.log").write_text("")
         (attempt / str(r) / "stderr.log").write_text("")
-    tb = ("Traceback (most recent call last):\n  File \"train.py\", line 40, in main\n    loss.backward()\n"
-          "RuntimeError: CUDA error: an illegal memory access was encountered\n")
-    (attempt / "1" / "error.json").write_text(json.dumps({"message": {
-        "message": "RuntimeError: CUDA error: an illegal memory access was encountered",
-        "extraInfo": {"py_callstack": tb, "timestamp": "1795402831"}}}))
+    tb = (
+        'Traceback (most recent call last):\n  File "train.py", line 40, in main\n    loss.backward()\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    (attempt / "1" / "error.json").write_text(
+        json.dumps(
+            {
+                "message": {
+                    "message": "RuntimeError: CUDA error: an illegal memory access was encountered",
+                    "extraInfo": {"py_callstack": tb, "timestamp": "1795402831"},
+                }
+            }
+        )
+    )
     jl = lookup_paths(ENGINE, [str(tmp_path)])
     job = jl.job
     assert job.root.rank == 1 and job.root.id == "cuda-illegal-memory-access"
@@ -281,8 +380,14 @@ def test_torchrun_log_dir_with_error_files(tmp_path):
 
 def test_an_error_file_alone(tmp_path):
     f = tmp_path / "error.json"
-    f.write_text(json.dumps({"message": "RuntimeError: CUDA error: an illegal memory access was encountered",
-                             "timestamp": 1795402831}))
+    f.write_text(
+        json.dumps(
+            {
+                "message": "RuntimeError: CUDA error: an illegal memory access was encountered",
+                "timestamp": 1795402831,
+            }
+        )
+    )
     jl = lookup_paths(ENGINE, [str(f)])
     assert jl.result.matches[0].id == "cuda-illegal-memory-access"
 
@@ -297,8 +402,10 @@ def test_a_gzipped_rank_log(tmp_path):
     assert jl.job.root.rank == 1
 
 
-@pytest.mark.parametrize("exitcode,sig,role", [(-9, "SIGKILL", "root"), (-11, "SIGSEGV", "root"),
-                                               (-15, "SIGTERM", "consequence")])
+@pytest.mark.parametrize(
+    "exitcode,sig,role",
+    [(-9, "SIGKILL", "root"), (-11, "SIGSEGV", "root"), (-15, "SIGTERM", "consequence")],
+)
 def test_signal_deaths_from_the_summary(exitcode, sig, role):
     log = summary([failure(1, 0, -15, 201, "SIGTERM")], failure(0, 1, exitcode, 202, sig))
     job = lookup_text(ENGINE, log).job
@@ -309,10 +416,12 @@ def test_signal_deaths_from_the_summary(exitcode, sig, role):
 
 
 def test_a_sigkill_the_agent_sent_itself_is_not_a_root():
-    log = ("W1123 10:01:00.000000 100 torch/distributed/elastic/multiprocessing/api.py:1040] Unable to shutdown "
-           "process 202 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL\n"
-           "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
-           + summary([failure(1, 1, -9, 202, "SIGKILL")], failure(0, 0, 1, 201)))
+    log = (
+        "W1123 10:01:00.000000 100 torch/distributed/elastic/multiprocessing/api.py:1040] Unable to shutdown "
+        "process 202 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL\n"
+        "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        + summary([failure(1, 1, -9, 202, "SIGKILL")], failure(0, 0, 1, 201))
+    )
     job = lookup_text(ENGINE, log).job
     assert job.root.rank == 0
     assert next(v for v in job.ranks if v.rank == 1).role == "consequence"
@@ -355,9 +464,13 @@ def test_a_large_job_reads_in_a_few_lines():
     from kb.job_report import job_lines
     from kb.render import Style
 
-    log = "".join(f"[rank{r}]:[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
-                  f"operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
-                  f"ran for 600001 milliseconds before timing out.\n" for r in range(64) if r != 17)
+    log = "".join(
+        f"[rank{r}]:[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        f"ran for 600001 milliseconds before timing out.\n"
+        for r in range(64)
+        if r != 17
+    )
     log += "[rank17]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
     job = lookup_text(ENGINE, log).job
     assert job.root.rank == 17
@@ -367,7 +480,9 @@ def test_a_large_job_reads_in_a_few_lines():
 
 
 def test_a_folder_skips_what_is_not_a_log(tmp_path):
-    (tmp_path / "stderr").write_text("[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    (tmp_path / "stderr").write_text(
+        "[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
     (tmp_path / "core").write_bytes(b"\x7fELF" + bytes(range(256)) * 64)
     (tmp_path / "model.pt").write_bytes(b"PK\x03\x04" + b"\x00" * 100)
     (tmp_path / "config.json").write_text('{"lr": 0.1}')

@@ -30,24 +30,74 @@ BROKEN = {
     "KB001": (b"id: bad\ntitle: \xff\xfe broken\n", "bad.yaml", 2),
     "KB002": ("id: bad\ntitle: [unclosed\nsummary: x\n", "bad.yaml", None),
     "KB003": ("- just\n- a list\n", "bad.yaml", 1),
-    "KB004": (GOOD.replace("id: good-entry", "id: good-entry\nsurprise: field", 1), "good-entry.yaml", 1),
+    "KB004": (
+        GOOD.replace("id: good-entry", "id: good-entry\nsurprise: field", 1),
+        "good-entry.yaml",
+        1,
+    ),
     "KB005": (GOOD, "other-name.yaml", 1),
-    "KB007": (GOOD.replace(r"widget runtime error \(3\) : exploded", r"widget runtime error (3 : exploded"),
-              "good-entry.yaml", 11),
-    "KB008": (GOOD.replace(r"widget runtime error \(3\) : exploded", r"(?:x)?"), "good-entry.yaml", 11),
-    "KB009": (GOOD.replace('    - "RuntimeError: Widget error: the widget exploded"',
-                           '    - "RuntimeError: Gadget error: it fizzled"'), "good-entry.yaml", None),
-    "KB010": (GOOD.replace('{text: "Widget error: the widget imploded"',
-                           '{text: "Widget error: the widget exploded again"'), "good-entry.yaml", None),
-    "KB011": (GOOD.replace("expect: [modern]", "expect: [modern, nonexistent]"), "good-entry.yaml", None),
+    "KB007": (
+        GOOD.replace(
+            r"widget runtime error \(3\) : exploded", r"widget runtime error (3 : exploded"
+        ),
+        "good-entry.yaml",
+        11,
+    ),
+    "KB008": (
+        GOOD.replace(r"widget runtime error \(3\) : exploded", r"(?:x)?"),
+        "good-entry.yaml",
+        11,
+    ),
+    "KB009": (
+        GOOD.replace(
+            '    - "RuntimeError: Widget error: the widget exploded"',
+            '    - "RuntimeError: Gadget error: it fizzled"',
+        ),
+        "good-entry.yaml",
+        None,
+    ),
+    "KB010": (
+        GOOD.replace(
+            '{text: "Widget error: the widget imploded"',
+            '{text: "Widget error: the widget exploded again"',
+        ),
+        "good-entry.yaml",
+        None,
+    ),
+    "KB011": (
+        GOOD.replace("expect: [modern]", "expect: [modern, nonexistent]"),
+        "good-entry.yaml",
+        None,
+    ),
     "KB013": (GOOD.replace("  - id: legacy", "  - id: modern"), "good-entry.yaml", None),
-    "KB014": (GOOD.replace("{api: runtime, value: 700, name: cudaErrorIllegalAddress}",
-                           "{api: runtime, value: 4242}"), "good-entry.yaml", None),
-    "KB015": (GOOD.replace("references:", "not_reproducible:\n  - {signature: nope, reason: old}\nreferences:"),
-              "good-entry.yaml", None),
-    "KB016": (GOOD.replace('"widget runtime error (3) : exploded at THWidget.cu:1"', '"Widget error: the widget exploded!"'),
-              "good-entry.yaml", None),
-    "KB017": (GOOD.replace('belongs: none}', 'belongs: no-such-entry}', 1), "good-entry.yaml", None),
+    "KB014": (
+        GOOD.replace(
+            "{api: runtime, value: 700, name: cudaErrorIllegalAddress}",
+            "{api: runtime, value: 4242}",
+        ),
+        "good-entry.yaml",
+        None,
+    ),
+    "KB015": (
+        GOOD.replace(
+            "references:", "not_reproducible:\n  - {signature: nope, reason: old}\nreferences:"
+        ),
+        "good-entry.yaml",
+        None,
+    ),
+    "KB016": (
+        GOOD.replace(
+            '"widget runtime error (3) : exploded at THWidget.cu:1"',
+            '"Widget error: the widget exploded!"',
+        ),
+        "good-entry.yaml",
+        None,
+    ),
+    "KB017": (
+        GOOD.replace("belongs: none}", "belongs: no-such-entry}", 1),
+        "good-entry.yaml",
+        None,
+    ),
 }
 
 

@@ -9,39 +9,44 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kb.engine import lookup_stream, lookup_text
 from kb.extract import clean_line, iter_chunks, scan, scan_text
 from kb.knowledge import load
-from kb.engine import lookup_stream, lookup_text
 
 KB = load()
 IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
 
 
-@pytest.mark.parametrize("raw", [
-    "\x1b[31m" + IMA + "\x1b[0m\r",
-    "2024-05-01T10:00:00.123Z [rank3]: " + IMA,
-    "[default0]:" + IMA,
-    "[1,0]<stderr>:" + IMA,
-    "3: " + IMA,
-    "##[error]" + IMA,
-    "2022-12-28 16:13:02 [ERROR]  " + IMA,
-    "│ " + IMA + "    │",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "\x1b[31m" + IMA + "\x1b[0m\r",
+        "2024-05-01T10:00:00.123Z [rank3]: " + IMA,
+        "[default0]:" + IMA,
+        "[1,0]<stderr>:" + IMA,
+        "3: " + IMA,
+        "##[error]" + IMA,
+        "2022-12-28 16:13:02 [ERROR]  " + IMA,
+        "│ " + IMA + "    │",
+    ],
+)
 def test_prefixes_are_peeled(raw):
     assert clean_line(raw) == IMA
 
 
 def test_root_error_beats_the_cascade():
-    log = "\n".join([
-        "step 10 loss 0.5",
-        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
-        "thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.",
-        "Traceback (most recent call last):",
-        "RuntimeError: CUDA error: device-side assert triggered",
-        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
-        "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: "
-        "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600321 milliseconds before timing out.",
-    ])
+    log = "\n".join(
+        [
+            "step 10 loss 0.5",
+            "/pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+            "thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+            "Traceback (most recent call last):",
+            "RuntimeError: CUDA error: device-side assert triggered",
+            "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+            "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600321 milliseconds before timing out.",
+        ]
+    )
     r = lookup_text(log, kb=KB)
     assert r.matches[0].id == "cuda-device-side-assert"
     assert r.matches[0].line_number == 2
@@ -65,7 +70,9 @@ def test_streaming_matches_in_memory_over_chunk_boundaries():
     data = log.encode()
     whole = scan_text(data)
     chunked = scan(iter_chunks(io.BytesIO(data), size=65536))
-    assert [(ln.number, ln.text) for ln in chunked.lines] == [(ln.number, ln.text) for ln in whole.lines]
+    assert [(ln.number, ln.text) for ln in chunked.lines] == [
+        (ln.number, ln.text) for ln in whole.lines
+    ]
     assert chunked.total_lines == 300002
 
 
@@ -87,25 +94,43 @@ def test_gzip_stream():
     assert r.matches[0].line_number == 1001
 
 
-@pytest.mark.parametrize("text,case,requested_gib", [
-    ("RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 0; 10.76 GiB total capacity; "
-     "9.72 GiB already allocated; 1.94 MiB free; 9.81 GiB reserved in total by PyTorch)", "needs more", 2 / 1024),
-    ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 11.17 GiB total capacity; "
-     "8.45 GiB already allocated; 10.81 MiB free; 2.50 GiB cached)", "Fragmentation", 20 / 1024),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 120.00 GiB. GPU 0 has a total capacity of "
-     "79.19 GiB of which 78.00 GiB is free. Including non-PyTorch memory, this process has 1.10 GiB memory in use. "
-     "Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.",
-     "larger than the whole GPU", 120),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
-     "79.19 GiB of which 500.00 MiB is free. Process 4242 has 40.00 GiB memory in use. Including non-PyTorch memory, "
-     "this process has 38.60 GiB memory in use. Of the allocated memory 37.00 GiB is allocated by PyTorch, and "
-     "1.00 GiB is reserved by PyTorch but unallocated.", "other processes", 1),
-])
+@pytest.mark.parametrize(
+    "text,case,requested_gib",
+    [
+        (
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 0; 10.76 GiB total capacity; "
+            "9.72 GiB already allocated; 1.94 MiB free; 9.81 GiB reserved in total by PyTorch)",
+            "needs more",
+            2 / 1024,
+        ),
+        (
+            "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 11.17 GiB total capacity; "
+            "8.45 GiB already allocated; 10.81 MiB free; 2.50 GiB cached)",
+            "Fragmentation",
+            20 / 1024,
+        ),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 120.00 GiB. GPU 0 has a total capacity of "
+            "79.19 GiB of which 78.00 GiB is free. Including non-PyTorch memory, this process has 1.10 GiB memory in use. "
+            "Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.",
+            "larger than the whole GPU",
+            120,
+        ),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of "
+            "79.19 GiB of which 500.00 MiB is free. Process 4242 has 40.00 GiB memory in use. Including non-PyTorch memory, "
+            "this process has 38.60 GiB memory in use. Of the allocated memory 37.00 GiB is allocated by PyTorch, and "
+            "1.00 GiB is reserved by PyTorch but unallocated.",
+            "other processes",
+            1,
+        ),
+    ],
+)
 def test_oom_formats_become_a_diagnosis(text, case, requested_gib):
     r = lookup_text(text, kb=KB)
     assert r.matches[0].id == "cuda-oom"
     assert abs(r.facts.oom.requested / (1 << 30) - requested_gib) < 1e-6
-    oom = [f for f in r.diagnosis if f.topic == "oom"][0]
+    oom = next(f for f in r.diagnosis if f.topic == "oom")
     assert case in oom.verdict, oom.verdict
     assert oom.lines  # the arithmetic is shown
 
@@ -114,9 +139,11 @@ def test_bare_code_is_ambiguous_and_says_so():
     r = lookup_text("CUDA error 4", kb=KB)
     ids = [m.id for m in r.matches]
     assert ids[:2] == ["cuda-driver-shutting-down", "cuda-unspecified-launch-failure"]
-    f = [f for f in r.diagnosis if f.topic == "cuda-code"][0]
+    f = next(f for f in r.diagnosis if f.topic == "cuda-code")
     assert "ambiguous" in f.verdict and len(f.lines) == 3
-    legacy = lookup_text("RuntimeError: cuda runtime error (4) at /pytorch/aten/src/THC/foo.cu:12", kb=KB)
+    legacy = lookup_text(
+        "RuntimeError: cuda runtime error (4) at /pytorch/aten/src/THC/foo.cu:12", kb=KB
+    )
     assert legacy.matches[0].id == "cuda-unspecified-launch-failure"
 
 
@@ -131,7 +158,9 @@ def test_unknown_message_is_no_match_with_suggestions_only():
 
 
 def test_known_code_without_entry_is_explained_not_guessed():
-    r = lookup_text("RuntimeError: CUDA error: peer access is not supported between these two devices", kb=KB)
+    r = lookup_text(
+        "RuntimeError: CUDA error: peer access is not supported between these two devices", kb=KB
+    )
     assert r.matches == [] and r.suggestions == []
     assert "cudaErrorPeerAccessUnsupported" in r.diagnosis[0].verdict
 
@@ -144,9 +173,12 @@ def test_random_bytes_never_crash(data):
     assert isinstance(r.matches, list)
 
 
-REAL = [IMA, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
-        "RuntimeError: cublas runtime error : the GPU program failed to execute at /pytorch/aten/src/THC/THCBlas.cu:450",
-        "THCudaCheck FAIL file=/pytorch/torch/csrc/generic/StorageSharing.cpp line=245 error=3 : initialization error"]
+REAL = [
+    IMA,
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+    "RuntimeError: cublas runtime error : the GPU program failed to execute at /pytorch/aten/src/THC/THCBlas.cu:450",
+    "THCudaCheck FAIL file=/pytorch/torch/csrc/generic/StorageSharing.cpp line=245 error=3 : initialization error",
+]
 
 
 @settings(max_examples=200, deadline=None)
@@ -154,8 +186,12 @@ REAL = [IMA, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00
 def test_mutated_real_messages_never_crash(msg, pos, junk, mode):
     raw = msg.encode()
     pos = min(pos, len(raw))
-    mutated = [raw[:pos] + junk + raw[pos:], raw[:pos], raw.replace(b" ", junk or b"\x00"),
-               b"\xff\xfe" + raw + b"\x00"][mode]
+    mutated = [
+        raw[:pos] + junk + raw[pos:],
+        raw[:pos],
+        raw.replace(b" ", junk or b"\x00"),
+        b"\xff\xfe" + raw + b"\x00",
+    ][mode]
     r = lookup_text(mutated, kb=KB)
     for m in r.matches:
         assert m.confidence in ("high", "medium", "low")

@@ -8,8 +8,22 @@ from conftest import REPO
 
 
 def test_wheel_contents(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                          "-q", "-w", str(tmp_path), str(REPO)], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     wheel = next(tmp_path.glob("*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -18,7 +32,13 @@ def test_wheel_contents(tmp_path):
     for p in entries:
         assert f"kb/_data/entries/{p.parent.name}/{p.name}" in names
     assert any(n.startswith("kb/_data/evidence/") for n in names)
-    assert {"kb/schema.json", "kb/data/cuda_codes.json", "kb/cli.py", "tui/app.py", "tui/app.tcss"} <= names
+    assert {
+        "kb/schema.json",
+        "kb/data/cuda_codes.json",
+        "kb/cli.py",
+        "tui/app.py",
+        "tui/app.tcss",
+    } <= names
     assert not any("scratch" in n or "/tests/" in n for n in names)
 
 
@@ -27,8 +47,15 @@ def test_local_entries_are_marked(tmp_path):
     d.mkdir(parents=True)
     src = (REPO / "tests" / "fixtures" / "good_entry.yaml").read_text()
     (d / "good-entry.yaml").write_text(src)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "kb", *a, "--kb-dir", str(tmp_path / "mine")],
-                                    capture_output=True, text=True, cwd=REPO)
+
+    def run(*a):
+        return subprocess.run(
+            [sys.executable, "-m", "kb", *a, "--kb-dir", str(tmp_path / "mine")],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+
     out = run("lookup", "--json", "RuntimeError: Widget error: the widget exploded")
     import json
 

@@ -41,8 +41,16 @@ def test_readme_lookup_example_output_is_real():
     import shlex
 
     argv = shlex.split(cmd)[1:]
-    out = subprocess.run([sys.executable, "-m", "kb", *argv], capture_output=True, text=True,
-                         env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin",
-                              "KB_HOME": __import__("os").environ["KB_HOME"]}, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "kb", *argv],
+        capture_output=True,
+        text=True,
+        env={
+            "NO_COLOR": "1",
+            "PATH": "/usr/bin:/bin",
+            "KB_HOME": __import__("os").environ["KB_HOME"],
+        },
+        cwd=REPO,
+    )
     first_shown = shown.strip().splitlines()[0]
     assert out.stdout.splitlines()[0] == first_shown

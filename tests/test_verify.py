@@ -13,18 +13,39 @@ import time
 from dataclasses import replace
 
 import pytest
+from test_verify_support import (
+    FIXTURES,
+    NO_GPU,
+    WITH_GPU,
+    alive,
+    gone_within,
+    load_fakes,
+    wait_for_file,
+    write_entry,
+)
 
 import kb.verify as verify
 from kb.model import Requirements
-from kb.verify import (CANCELLED, ERROR, FIX_FAILED, FIX_VERIFIED, NOT_REPRODUCED, REPRODUCED,
-                       SKIPPED, TIMEOUT, Environment, check_requirements, child_env, run_program,
-                       verify_entry, verify_many, version_matches)
-from test_verify_support import (FIXTURES, H100, NO_GPU, WITH_GPU, alive, gone_within,  # noqa: F401
-                                 kb_home, load_fakes, wait_for_file, write_entry)
+from kb.verify import (
+    CANCELLED,
+    ERROR,
+    FIX_FAILED,
+    FIX_VERIFIED,
+    NOT_REPRODUCED,
+    REPRODUCED,
+    SKIPPED,
+    TIMEOUT,
+    check_requirements,
+    child_env,
+    run_program,
+    verify_entry,
+    verify_many,
+    version_matches,
+)
 
 # A repro that starts a grandchild (sleeping, optionally deaf to SIGTERM), says where it is, and
 # then does whatever MODE says.
-SPAWNER = r'''
+SPAWNER = r"""
 import os, signal, subprocess, sys, time
 deaf = os.environ.get("DEAF") == "1"
 body = ("import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if deaf else "") + "import time\ntime.sleep(120)"
@@ -40,7 +61,7 @@ if os.environ.get("MODE") == "exit":
     print("SpawnerError: boom")
     sys.exit(0)
 time.sleep(120)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -100,16 +121,23 @@ def test_fix_failed_when_still_matching(fakes_kb):
 
 
 def test_error_when_the_interpreter_cannot_start(fakes_kb, tmp_path):
-    o = verify_entry(by_id(fakes_kb, "fake-illegal-access"), fakes_kb, NO_GPU,
-                     python=str(tmp_path / "no-such-python"))
+    o = verify_entry(
+        by_id(fakes_kb, "fake-illegal-access"),
+        fakes_kb,
+        NO_GPU,
+        python=str(tmp_path / "no-such-python"),
+    )
     assert o.status == ERROR and o.failed and "cannot start" in o.detail
 
 
 def test_skipped_entries_never_run(tmp_path):
     marker = tmp_path / "ran"
-    write_entry(tmp_path / "e" / "t", "needs-gpu-marker",
-                f"open({str(marker)!r}, 'w').write('x')\nprint('NeedsGpuMarkerError: boom')",
-                requires={"gpu": True})
+    write_entry(
+        tmp_path / "e" / "t",
+        "needs-gpu-marker",
+        f"open({str(marker)!r}, 'w').write('x')\nprint('NeedsGpuMarkerError: boom')",
+        requires={"gpu": True},
+    )
     kb = load_fakes(tmp_path / "e")
     o = verify_entry(kb.get("needs-gpu-marker"), kb, NO_GPU)
     assert o.status == SKIPPED and o.detail == "no GPU: test: no NVML" and not o.failed
@@ -133,15 +161,30 @@ def _with(entry, **req):
     return replace(entry, repro=replace(entry.repro, requires=Requirements(**req)))
 
 
-@pytest.mark.parametrize("req,env,reason", [
-    ({"gpu": True}, NO_GPU, "no GPU: test: no NVML"),
-    ({"gpu": True, "gpus": 2}, WITH_GPU, "needs 2 GPUs, 1 visible"),
-    ({"gpu": True, "free_memory_gb": 100}, WITH_GPU, "needs 100 GiB free GPU memory, 78.1 GiB free on NVIDIA Test H100"),
-    ({"gpu": True, "compute_capability": ">=10.0"}, WITH_GPU, "needs compute capability >=10.0, NVIDIA Test H100 is 9.0"),
-    ({"gpu": False, "torch": ">=2.0"}, NO_GPU, "cannot import torch (ModuleNotFoundError: No module named 'torch')"),
-    ({"gpu": False, "torch": "<2.0"}, WITH_GPU, "needs torch <2.0, found 2.11.0+cu130"),
-    ({"gpu": False, "torch": "bogus"}, WITH_GPU, "cannot read the torch requirement 'bogus'"),
-])
+@pytest.mark.parametrize(
+    "req,env,reason",
+    [
+        ({"gpu": True}, NO_GPU, "no GPU: test: no NVML"),
+        ({"gpu": True, "gpus": 2}, WITH_GPU, "needs 2 GPUs, 1 visible"),
+        (
+            {"gpu": True, "free_memory_gb": 100},
+            WITH_GPU,
+            "needs 100 GiB free GPU memory, 78.1 GiB free on NVIDIA Test H100",
+        ),
+        (
+            {"gpu": True, "compute_capability": ">=10.0"},
+            WITH_GPU,
+            "needs compute capability >=10.0, NVIDIA Test H100 is 9.0",
+        ),
+        (
+            {"gpu": False, "torch": ">=2.0"},
+            NO_GPU,
+            "cannot import torch (ModuleNotFoundError: No module named 'torch')",
+        ),
+        ({"gpu": False, "torch": "<2.0"}, WITH_GPU, "needs torch <2.0, found 2.11.0+cu130"),
+        ({"gpu": False, "torch": "bogus"}, WITH_GPU, "cannot read the torch requirement 'bogus'"),
+    ],
+)
 def test_each_unmet_requirement_is_named(fakes_kb, req, env, reason):
     e = _with(by_id(fakes_kb, "fake-illegal-access"), **req)
     got = check_requirements(e, env)
@@ -150,32 +193,58 @@ def test_each_unmet_requirement_is_named(fakes_kb, req, env, reason):
     assert o.status == SKIPPED and reason in o.detail and o.output == ""
 
 
-@pytest.mark.parametrize("req", [
-    {"gpu": True, "gpus": 1, "free_memory_gb": 70, "compute_capability": ">=8.0", "torch": ">=2.1,<2.12"},
-    {"gpu": False},
-    {"gpu": False, "torch": "==2.11.*"},
-])
+@pytest.mark.parametrize(
+    "req",
+    [
+        {
+            "gpu": True,
+            "gpus": 1,
+            "free_memory_gb": 70,
+            "compute_capability": ">=8.0",
+            "torch": ">=2.1,<2.12",
+        },
+        {"gpu": False},
+        {"gpu": False, "torch": "==2.11.*"},
+    ],
+)
 def test_met_requirements(fakes_kb, req):
-    assert check_requirements(_with(by_id(fakes_kb, "fake-illegal-access"), **req), WITH_GPU) is None
+    assert (
+        check_requirements(_with(by_id(fakes_kb, "fake-illegal-access"), **req), WITH_GPU) is None
+    )
 
 
 def test_a_repro_that_imports_torch_needs_torch(fakes_kb):
     e = by_id(fakes_kb, "fake-illegal-access")
     e = replace(e, repro=replace(e.repro, code="import os, torch\nprint(torch.ones(1))\n"))
     reason = check_requirements(e, NO_GPU)
-    assert reason is not None and reason.startswith("needs torch,") and "No module named 'torch'" in reason
+    assert (
+        reason is not None
+        and reason.startswith("needs torch,")
+        and "No module named 'torch'" in reason
+    )
     assert check_requirements(e, WITH_GPU) is None
     # a mention of torch that is not an import does not count
     e = replace(e, repro=replace(e.repro, code="print('import torch')\nimport torchvision_free\n"))
     assert check_requirements(e, NO_GPU) is None
 
 
-@pytest.mark.parametrize("version,spec,ok", [
-    ("2.11.0+cu130", ">=2.1,<2.12", True), ("2.11.0+cu130", "<2.11", False),
-    ("2.11.0", "==2.11.*", True), ("2.1.2", "==2.11.*", False), ("2.4.1", "~=2.4", True),
-    ("3.0", "~=2.4", False), ("9.0", "9.0", True), ("8.6", ">=9.0", False), ("2.12.0a0+git", ">=2.12", True),
-    ("2.0", "!=2.0.0", False), ("x", ">=1", None), ("2.0", "about two", None),
-])
+@pytest.mark.parametrize(
+    "version,spec,ok",
+    [
+        ("2.11.0+cu130", ">=2.1,<2.12", True),
+        ("2.11.0+cu130", "<2.11", False),
+        ("2.11.0", "==2.11.*", True),
+        ("2.1.2", "==2.11.*", False),
+        ("2.4.1", "~=2.4", True),
+        ("3.0", "~=2.4", False),
+        ("9.0", "9.0", True),
+        ("8.6", ">=9.0", False),
+        ("2.12.0a0+git", ">=2.12", True),
+        ("2.0", "!=2.0.0", False),
+        ("x", ">=1", None),
+        ("2.0", "about two", None),
+    ],
+)
 def test_version_matches(version, spec, ok):
     assert version_matches(version, spec) is ok
 
@@ -195,9 +264,11 @@ def test_child_env_is_explicit(monkeypatch):
 
 def test_program_sees_only_its_environment_and_its_own_folder(monkeypatch):
     monkeypatch.setenv("SECRET_TOKEN", "hunter2")
-    code = ("import os, json; print(json.dumps({'cwd': os.getcwd(), 'files': sorted(os.listdir('.')),"
-            " 'secret': os.environ.get('SECRET_TOKEN'), 'mine': os.environ.get('MINE'),"
-            " 'pgid_is_self': os.getpgid(0) == os.getpid()}))")
+    code = (
+        "import os, json; print(json.dumps({'cwd': os.getcwd(), 'files': sorted(os.listdir('.')),"
+        " 'secret': os.environ.get('SECRET_TOKEN'), 'mine': os.environ.get('MINE'),"
+        " 'pgid_is_self': os.getpgid(0) == os.getpid()}))"
+    )
     res = run_program(code, {"MINE": "yes"}, 30, sys.executable)
     import json
 
@@ -210,8 +281,10 @@ def test_program_sees_only_its_environment_and_its_own_folder(monkeypatch):
 
 def test_output_is_streamed_and_capped():
     seen = []
-    code = ("import sys\nprint('FIRST LINE')\nfor i in range(20000):\n    print('x' * 60, i)\n"
-            "print('LAST LINE', file=sys.stderr)\n")
+    code = (
+        "import sys\nprint('FIRST LINE')\nfor i in range(20000):\n    print('x' * 60, i)\n"
+        "print('LAST LINE', file=sys.stderr)\n"
+    )
     res = run_program(code, {}, 60, sys.executable, on_line=seen.append)
     assert res.rc == 0 and len(seen) == 20002
     assert seen[0] == "FIRST LINE" and seen[-1] == "LAST LINE"
@@ -265,8 +338,11 @@ def test_cancel_stops_a_running_program(tmp_path):
     pidfile = tmp_path / "pid"
     cancel = threading.Event()
     box = {}
-    t = threading.Thread(target=lambda: box.update(r=run_program(
-        SPAWNER, {"PIDFILE": str(pidfile)}, 60, sys.executable, cancel=cancel)))
+    t = threading.Thread(
+        target=lambda: box.update(
+            r=run_program(SPAWNER, {"PIDFILE": str(pidfile)}, 60, sys.executable, cancel=cancel)
+        )
+    )
     t0 = time.monotonic()
     t.start()
     pid = int(wait_for_file(pidfile))
@@ -310,13 +386,16 @@ def test_verify_many_keeps_order_and_reports_each(fakes_kb):
     assert sorted(o.entry_id for o in done) == sorted(e.id for e in entries)
     got = {o.entry_id: (o.status, o.fix_status) for o in outs}
     assert got == {
-        "fake-fix-exit": (REPRODUCED, FIX_FAILED), "fake-fix-still-matches": (REPRODUCED, FIX_FAILED),
-        "fake-illegal-access": (REPRODUCED, FIX_VERIFIED), "fake-needs-gpu": (SKIPPED, ""),
-        "fake-two-signatures": (NOT_REPRODUCED, ""), "fake-wrong-error": (NOT_REPRODUCED, ""),
+        "fake-fix-exit": (REPRODUCED, FIX_FAILED),
+        "fake-fix-still-matches": (REPRODUCED, FIX_FAILED),
+        "fake-illegal-access": (REPRODUCED, FIX_VERIFIED),
+        "fake-needs-gpu": (SKIPPED, ""),
+        "fake-two-signatures": (NOT_REPRODUCED, ""),
+        "fake-wrong-error": (NOT_REPRODUCED, ""),
     }
 
 
-STAMP = r'''
+STAMP = r"""
 import os, time
 t0 = time.time()
 time.sleep(0.8)
@@ -324,7 +403,7 @@ t1 = time.time()
 with open(os.path.join(os.environ["STAMPS"], os.environ["NAME"]), "w") as fh:
     fh.write(f"{t0} {t1}")
 print("StampError: boom " + os.environ["NAME"])
-'''
+"""
 
 
 def test_exclusive_entries_never_overlap(tmp_path):
@@ -333,12 +412,23 @@ def test_exclusive_entries_never_overlap(tmp_path):
     names = ["p1", "x1", "p2", "p3", "x2"]
     for n in names:
         req = {"gpu": False, "exclusive": n.startswith("x")}
-        write_entry(tmp_path / "e" / "t", f"stamp-{n}", STAMP, pattern=f"StampError: boom {n}$",
-                    requires=req, env={"STAMPS": stamps, "NAME": n})
+        write_entry(
+            tmp_path / "e" / "t",
+            f"stamp-{n}",
+            STAMP,
+            pattern=f"StampError: boom {n}$",
+            requires=req,
+            env={"STAMPS": stamps, "NAME": n},
+        )
     kb = load_fakes(tmp_path / "e")
     started = []
-    outs = verify_many([kb.get(f"stamp-{n}") for n in names], kb, NO_GPU, jobs=3,
-                       on_start=lambda e: started.append(e.id))
+    outs = verify_many(
+        [kb.get(f"stamp-{n}") for n in names],
+        kb,
+        NO_GPU,
+        jobs=3,
+        on_start=lambda e: started.append(e.id),
+    )
     assert [o.status for o in outs] == [REPRODUCED] * 5, [o.detail for o in outs]
     span = {n: tuple(map(float, (stamps / n).read_text().split())) for n in names}
 
@@ -382,7 +472,9 @@ def test_an_exception_in_one_entry_is_an_error_outcome(fakes_kb, monkeypatch):
 def test_probe_environment_without_torch_or_nvml(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     fake_py = tmp_path / "python"
-    fake_py.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n")
+    fake_py.write_text(
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n"
+    )
     fake_py.chmod(0o755)
     env = verify.probe_environment(str(fake_py))
     assert env.gpu is None and "nvidia-ml-py" in env.gpu_reason
@@ -397,8 +489,10 @@ def test_probe_torch_reads_the_child(tmp_path):
 
 
 def test_kb_verify_imports_neither_torch_nor_pynvml():
-    code = ("import sys, kb.verify, kb.verify_cli, kb.gpu; "
-            "print(sorted(m for m in ('torch', 'pynvml') if m in sys.modules))")
+    code = (
+        "import sys, kb.verify, kb.verify_cli, kb.gpu; "
+        "print(sorted(m for m in ('torch', 'pynvml') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -407,7 +501,9 @@ def test_runs_that_disagree_are_flaky_with_counts_and_exit_codes():
     from kb.verify import FLAKY, Outcome, combine_runs
 
     ok = Outcome("e", verify.REPRODUCED, verify.FIX_VERIFIED, exit_code=1, fix_exit_code=0)
-    crash = Outcome("e", verify.NOT_REPRODUCED, "", exit_code=-11, detail="the lookup matched no entry")
+    crash = Outcome(
+        "e", verify.NOT_REPRODUCED, "", exit_code=-11, detail="the lookup matched no entry"
+    )
     o = combine_runs([ok, crash, ok])
     assert o.status == FLAKY and o.failed
     assert "reproduced 2/3" in o.detail and "not-reproduced 1/3" in o.detail and "-11" in o.detail

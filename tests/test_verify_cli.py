@@ -6,16 +6,22 @@ import json
 
 import pytest
 import yaml
+from test_verify_support import FIXTURES, H100, kb_home, write_entry  # noqa: F401
 
 import kb.gpu
 import kb.paths
 import kb.verify
 from kb.cli import main
 from kb.evidence import load_evidence
-from test_verify_support import FIXTURES, H100, kb_home, write_entry  # noqa: F401
 
-ALL_FAKES = ["fake-fix-exit", "fake-fix-still-matches", "fake-illegal-access", "fake-needs-gpu",
-             "fake-two-signatures", "fake-wrong-error"]
+ALL_FAKES = [
+    "fake-fix-exit",
+    "fake-fix-still-matches",
+    "fake-illegal-access",
+    "fake-needs-gpu",
+    "fake-two-signatures",
+    "fake-wrong-error",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +30,9 @@ def fake_world(monkeypatch, tmp_path):
     monkeypatch.setattr(kb.paths, "bundled_entries_dir", lambda: FIXTURES)
     monkeypatch.setattr(kb.paths, "evidence_dir", lambda: tmp_path / "no-evidence")
     monkeypatch.setattr(kb.gpu, "inspect", lambda: (None, "test: no NVML"))
-    monkeypatch.setattr(kb.verify, "probe_torch", lambda python, timeout=120.0: ("", "", "no torch here"))
+    monkeypatch.setattr(
+        kb.verify, "probe_torch", lambda python, timeout=120.0: ("", "", "no torch here")
+    )
     monkeypatch.delenv("KB_PATH", raising=False)
 
 
@@ -38,7 +46,11 @@ def test_one_good_entry_exits_0(capsys):
     code, out, err = run(capsys, "fake-illegal-access", "--json")
     assert code == 0, err
     [o] = json.loads(out)
-    assert (o["entry_id"], o["status"], o["fix_status"]) == ("fake-illegal-access", "reproduced", "fix-verified")
+    assert (o["entry_id"], o["status"], o["fix_status"]) == (
+        "fake-illegal-access",
+        "reproduced",
+        "fix-verified",
+    )
     assert o["matched"] == ["torch-modern"]
     assert "no GPU (test: no NVML)" in err  # the environment is named on stderr
 
@@ -53,8 +65,9 @@ def test_summary_table(capsys, monkeypatch):
     assert "[1/3]" in err  # one line per entry when stderr is not a terminal
 
 
-@pytest.mark.parametrize("entry", ["fake-fix-exit", "fake-fix-still-matches", "fake-two-signatures",
-                                   "fake-wrong-error"])
+@pytest.mark.parametrize(
+    "entry", ["fake-fix-exit", "fake-fix-still-matches", "fake-two-signatures", "fake-wrong-error"]
+)
 def test_failures_exit_1(capsys, entry):
     code, out, _ = run(capsys, entry, "--json")
     assert code == 1 and json.loads(out)[0]["entry_id"] == entry
@@ -77,7 +90,10 @@ def test_area_and_tag_filters(capsys):
     code, out, _ = run(capsys, "--tag", "widget", "--json")
     assert code == 1 and [o["entry_id"] for o in json.loads(out)] == ["fake-wrong-error"]
     code, out, _ = run(capsys, "--tag", "memory", "--tag", "flux", "--json")
-    assert sorted(o["entry_id"] for o in json.loads(out)) == ["fake-fix-still-matches", "fake-illegal-access"]
+    assert sorted(o["entry_id"] for o in json.loads(out)) == [
+        "fake-fix-still-matches",
+        "fake-illegal-access",
+    ]
     code, out, err = run(capsys, "--area", "nowhere")
     assert code == 2 and "no entries with a repro matching --area nowhere" in err
 
@@ -93,16 +109,27 @@ def test_usage_errors_exit_2(capsys, tmp_path):
 
 def test_timeout_flag_overrides_the_entry(capsys, tmp_path):
     write_entry(tmp_path / "mine" / "t", "sleeper", "import time\ntime.sleep(30)")
-    code, out, _ = run(capsys, "--kb-dir", str(tmp_path / "mine"), "--trust", "--timeout", "0.5",
-                       "sleeper", "--json")
+    code, out, _ = run(
+        capsys,
+        "--kb-dir",
+        str(tmp_path / "mine"),
+        "--trust",
+        "--timeout",
+        "0.5",
+        "sleeper",
+        "--json",
+    )
     [o] = json.loads(out)
     assert code == 1 and o["status"] == "timeout" and o["duration_s"] < 10
 
 
 def test_local_entries_need_trust(capsys, tmp_path):
     marker = tmp_path / "ran"
-    write_entry(tmp_path / "mine" / "t", "mine-one",
-                f"open({str(marker)!r}, 'w').write('x')\nprint('MineOneError: boom')")
+    write_entry(
+        tmp_path / "mine" / "t",
+        "mine-one",
+        f"open({str(marker)!r}, 'w').write('x')\nprint('MineOneError: boom')",
+    )
     code, out, _ = run(capsys, "--kb-dir", str(tmp_path / "mine"), "mine-one", "--json")
     [o] = json.loads(out)
     assert code == 3 and o["status"] == "skipped" and o["detail"] == "local entry: pass --trust"
@@ -113,14 +140,29 @@ def test_local_entries_need_trust(capsys, tmp_path):
 
 def test_record_writes_one_file_per_entry_that_ran(capsys, tmp_path):
     root = tmp_path / "evidence"
-    code, _, err = run(capsys, "--record", "--evidence-dir", str(root), "fake-illegal-access",
-                       "fake-wrong-error", "fake-needs-gpu")
+    code, _, err = run(
+        capsys,
+        "--record",
+        "--evidence-dir",
+        str(root),
+        "fake-illegal-access",
+        "fake-wrong-error",
+        "fake-needs-gpu",
+    )
     assert code == 1
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    assert files == ["fake-illegal-access/no-gpu--torch-none.yaml", "fake-wrong-error/no-gpu--torch-none.yaml"]
+    assert files == [
+        "fake-illegal-access/no-gpu--torch-none.yaml",
+        "fake-wrong-error/no-gpu--torch-none.yaml",
+    ]
     evs = load_evidence(root)
     ok = evs["fake-illegal-access"][0]
-    assert (ok.status, ok.fix_status, ok.gpu, ok.torch) == ("reproduced", "fix-verified", "no GPU", "none")
+    assert (ok.status, ok.fix_status, ok.gpu, ok.torch) == (
+        "reproduced",
+        "fix-verified",
+        "no GPU",
+        "none",
+    )
     assert ok.matched == ("RuntimeError: CUDA error: an illegal memory access was encountered",)
     assert len(ok.date) == 10 and ok.date[4] == "-" and ok.duration_s > 0
     assert evs["fake-wrong-error"][0].status == "not-reproduced"
@@ -129,7 +171,9 @@ def test_record_writes_one_file_per_entry_that_ran(capsys, tmp_path):
 
 def test_record_on_a_gpu_names_the_environment_and_rewrites_in_place(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(kb.gpu, "inspect", lambda: (H100, ""))
-    monkeypatch.setattr(kb.verify, "probe_torch", lambda python, timeout=120.0: ("2.11.0+cu130", "13.0", ""))
+    monkeypatch.setattr(
+        kb.verify, "probe_torch", lambda python, timeout=120.0: ("2.11.0+cu130", "13.0", "")
+    )
     root = tmp_path / "evidence"
     for _ in range(2):  # the same GPU and torch: the same file, replaced, no leftovers
         code, _, _ = run(capsys, "--record", "--evidence-dir", str(root), "fake-needs-gpu")
@@ -138,7 +182,11 @@ def test_record_on_a_gpu_names_the_environment_and_rewrites_in_place(capsys, tmp
     assert [p.name for p in files] == ["nvidia-test-h100--torch-2.11.0-cu130.yaml"]
     data = yaml.safe_load(files[0].read_text())
     assert data["gpu"] == "NVIDIA Test H100" and data["gpu_memory_mib"] == 81559
-    assert data["driver"] == "580.159.04" and data["cuda"] == "13.0" and data["torch"] == "2.11.0+cu130"
+    assert (
+        data["driver"] == "580.159.04"
+        and data["cuda"] == "13.0"
+        and data["torch"] == "2.11.0+cu130"
+    )
     assert data["status"] == "reproduced" and data["fix_status"] == ""
 
 
@@ -162,8 +210,10 @@ def test_an_interrupt_kills_and_exits_130(capsys, tmp_path, monkeypatch):
     import threading
 
     pidfile = tmp_path / "pid"
-    code = ("import os, time\nopen(os.environ['PIDFILE'], 'w').write(str(os.getpid()))\n"
-            "time.sleep(60)\n")
+    code = (
+        "import os, time\nopen(os.environ['PIDFILE'], 'w').write(str(os.getpid()))\n"
+        "time.sleep(60)\n"
+    )
     write_entry(tmp_path / "mine" / "t", "hangs", code, env={"PIDFILE": pidfile})
 
     def interrupt_when_running():
@@ -174,8 +224,15 @@ def test_an_interrupt_kills_and_exits_130(capsys, tmp_path, monkeypatch):
             threading.Event().wait(0.025)
 
     threading.Thread(target=interrupt_when_running, daemon=True).start()
-    rc, out, err = run(capsys, "--kb-dir", str(tmp_path / "mine"), "--trust", "hangs",
-                       "fake-illegal-access", "--json")
+    rc, out, err = run(
+        capsys,
+        "--kb-dir",
+        str(tmp_path / "mine"),
+        "--trust",
+        "hangs",
+        "fake-illegal-access",
+        "--json",
+    )
     assert rc == 130 and "stopping" in err
     statuses = {o["entry_id"]: o["status"] for o in json.loads(out)}
     assert statuses["hangs"] == "cancelled"

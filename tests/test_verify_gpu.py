@@ -12,7 +12,11 @@ from kb import gpu
 
 class _Mem:
     def __init__(self, total_mib, free_mib):
-        self.total, self.free, self.used = total_mib << 20, free_mib << 20, (total_mib - free_mib) << 20
+        self.total, self.free, self.used = (
+            total_mib << 20,
+            free_mib << 20,
+            (total_mib - free_mib) << 20,
+        )
 
 
 class NVMLError(Exception):
@@ -47,8 +51,10 @@ def fake_pynvml(devices, driver=b"580.159.04", init_error=None, broken=()):
     return m
 
 
-TWO = [(b"NVIDIA H100 80GB HBM3", 81559, 80000, (9, 0), "GPU-aaaa-1111"),
-       ("NVIDIA A100-SXM4-40GB", 40960, 1000, (8, 0), "GPU-bbbb-2222")]
+TWO = [
+    (b"NVIDIA H100 80GB HBM3", 81559, 80000, (9, 0), "GPU-aaaa-1111"),
+    ("NVIDIA A100-SXM4-40GB", 40960, 1000, (8, 0), "GPU-bbbb-2222"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -81,8 +87,14 @@ def test_reads_every_field(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     info, why = gpu.inspect()
     assert why == ""
-    assert (info.name, info.memory_total_mib, info.memory_free_mib, info.driver, info.count,
-            info.compute_capability) == ("NVIDIA H100 80GB HBM3", 81559, 80000, "580.159.04", 2, "9.0")
+    assert (
+        info.name,
+        info.memory_total_mib,
+        info.memory_free_mib,
+        info.driver,
+        info.count,
+        info.compute_capability,
+    ) == ("NVIDIA H100 80GB HBM3", 81559, 80000, "580.159.04", 2, "9.0")
     assert [d.name for d in info.devices] == ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]
     assert info.devices[1].compute_capability == "8.0" and info.devices[1].memory_free_mib == 1000
     assert fake.calls == ["init", "shutdown"]  # always shut down
@@ -94,12 +106,15 @@ def test_a_broken_device_is_left_out(monkeypatch):
     assert info.count == 1 and info.name == "NVIDIA A100-SXM4-40GB"
 
 
-@pytest.mark.parametrize("cvd,names", [
-    ("1", ["NVIDIA A100-SXM4-40GB"]),
-    ("1,0", ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"]),
-    ("GPU-aaaa", ["NVIDIA H100 80GB HBM3"]),
-    ("0,7,1", ["NVIDIA H100 80GB HBM3"]),  # the runtime stops at the first invalid device
-])
+@pytest.mark.parametrize(
+    "cvd,names",
+    [
+        ("1", ["NVIDIA A100-SXM4-40GB"]),
+        ("1,0", ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"]),
+        ("GPU-aaaa", ["NVIDIA H100 80GB HBM3"]),
+        ("0,7,1", ["NVIDIA H100 80GB HBM3"]),  # the runtime stops at the first invalid device
+    ],
+)
 def test_cuda_visible_devices(monkeypatch, cvd, names):
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(TWO))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", cvd)

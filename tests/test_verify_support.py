@@ -14,10 +14,22 @@ from kb.knowledge import load
 from kb.verify import Environment
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verify" / "fake"
-NO_GPU = Environment(gpu=None, gpu_reason="test: no NVML", torch="", cuda="",
-                     torch_error="ModuleNotFoundError: No module named 'torch'")
-H100 = GpuInfo("NVIDIA Test H100", 81559, 80000, "580.159.04", 1, "9.0",
-               (GpuDevice(0, "NVIDIA Test H100", 81559, 80000, "9.0", "GPU-1234"),))
+NO_GPU = Environment(
+    gpu=None,
+    gpu_reason="test: no NVML",
+    torch="",
+    cuda="",
+    torch_error="ModuleNotFoundError: No module named 'torch'",
+)
+H100 = GpuInfo(
+    "NVIDIA Test H100",
+    81559,
+    80000,
+    "580.159.04",
+    1,
+    "9.0",
+    (GpuDevice(0, "NVIDIA Test H100", 81559, 80000, "9.0", "GPU-1234"),),
+)
 WITH_GPU = Environment(gpu=H100, torch="2.11.0+cu130", cuda="13.0")
 
 
@@ -32,19 +44,44 @@ def load_fakes(*dirs: Path, local: list[Path] | None = None):
     return load([str(d) for d in (local or [])], bundled=list(dirs) or [FIXTURES], use_cache=False)
 
 
-def write_entry(folder: Path, entry_id: str, code: str, *, pattern: str | None = None,
-                fix: str | None = None, requires: dict | None = None, timeout: float = 30,
-                env: dict | None = None, tags=("dyn",), expect=("main",)) -> Path:
+def write_entry(
+    folder: Path,
+    entry_id: str,
+    code: str,
+    *,
+    pattern: str | None = None,
+    fix: str | None = None,
+    requires: dict | None = None,
+    timeout: float = 30,
+    env: dict | None = None,
+    tags=("dyn",),
+    expect=("main",),
+) -> Path:
     """A minimal valid entry whose one signature ('main') is `pattern` (default: '<ID>Error: boom')."""
     word = "".join(p.capitalize() for p in entry_id.split("-"))
     pattern = pattern or f"{word}Error: boom"
     data = {
-        "id": entry_id, "title": f"Dynamic test entry {entry_id}", "summary": "Written by a test.",
-        "tags": list(tags), "signatures": [{"id": "main", "pattern": pattern}],
-        "causes": [{"title": "test", "detail": "test"}], "diagnostics": [], "fixes": [{"title": "none"}],
-        "repro": {"requires": requires if requires is not None else {"gpu": False},
-                  "timeout": timeout, "expect": list(expect), "code": code},
-        "examples": {"match": [pattern] * 3, "no_match": [{"text": "nothing here", "belongs": "none"}, {"text": "still nothing", "belongs": "none"}]},
+        "id": entry_id,
+        "title": f"Dynamic test entry {entry_id}",
+        "summary": "Written by a test.",
+        "tags": list(tags),
+        "signatures": [{"id": "main", "pattern": pattern}],
+        "causes": [{"title": "test", "detail": "test"}],
+        "diagnostics": [],
+        "fixes": [{"title": "none"}],
+        "repro": {
+            "requires": requires if requires is not None else {"gpu": False},
+            "timeout": timeout,
+            "expect": list(expect),
+            "code": code,
+        },
+        "examples": {
+            "match": [pattern] * 3,
+            "no_match": [
+                {"text": "nothing here", "belongs": "none"},
+                {"text": "still nothing", "belongs": "none"},
+            ],
+        },
         "references": [],
     }
     if env:

@@ -54,7 +54,9 @@ from .run_panel import RunPanel
 from .verifier import Verifier
 
 DEBOUNCE_S = 0.2
-MAX_AREA_CHARS = 64 << 10  # a bigger log is looked up whole; the editor gets its tail (loading 1 MiB
+MAX_AREA_CHARS = (
+    64 << 10
+)  # a bigger log is looked up whole; the editor gets its tail (loading 1 MiB
 # into a soft-wrapping TextArea froze the UI for ~0.8 s; 64 KiB is ~900 lines and ~50 ms)
 LIVE_LOOKUP_S = 2.0  # while a pipe is still arriving, look up what came so far this often
 GPU_REFRESH_S = 5.0
@@ -67,10 +69,19 @@ class KbApp(App[int]):
     ESCAPE_TO_MINIMIZE = False
     BINDINGS = keys.bindings()
 
-    def __init__(self, kb: KnowledgeBase | None = None, text: str = "", log: Path | None = None,
-                 stream: BinaryIO | None = None, environment: Environment | None = None,
-                 verifier: Verifier | None = None, kb_dirs: list[str] | None = None,
-                 python: str = sys.executable, prewarm: bool = False, watch_gpu: bool = True) -> None:
+    def __init__(
+        self,
+        kb: KnowledgeBase | None = None,
+        text: str = "",
+        log: Path | None = None,
+        stream: BinaryIO | None = None,
+        environment: Environment | None = None,
+        verifier: Verifier | None = None,
+        kb_dirs: list[str] | None = None,
+        python: str = sys.executable,
+        prewarm: bool = False,
+        watch_gpu: bool = True,
+    ) -> None:
         super().__init__()
         self.kb = kb
         self.engine: Engine | None = Engine(knowledge=kb) if kb is not None else None
@@ -98,7 +109,9 @@ class KbApp(App[int]):
         self._streaming = False
         self._stop_spool = threading.Event()
         self._area_tail: str | None = None
-        self._message: tuple[str, str, bool] | None = None  # shown in the detail pane instead of an intro
+        self._message: tuple[str, str, bool] | None = (
+            None  # shown in the detail pane instead of an intro
+        )
         self._lookup_running = False
         self._debounce: Timer | None = None
         self._generation = 0
@@ -111,8 +124,13 @@ class KbApp(App[int]):
             yield MachineStatus(id="machine")
         with Horizontal(id="main"):
             with Vertical(id="left"):
-                yield TextArea(id="paste", soft_wrap=True, show_line_numbers=False, highlight_cursor_line=False,
-                               placeholder="Paste an error or a log here (i or f2)")
+                yield TextArea(
+                    id="paste",
+                    soft_wrap=True,
+                    show_line_numbers=False,
+                    highlight_cursor_line=False,
+                    placeholder="Paste an error or a log here (i or f2)",
+                )
                 yield Input(id="filter", placeholder="/ filter entries", compact=True)
                 yield ResultsList(id="results")
             with TabbedContent(id="right", initial="details"):
@@ -211,8 +229,14 @@ class KbApp(App[int]):
                 partial = Environment(python=self.python, gpu=gpu, gpu_reason=reason)
                 self._call_ui(self._set_machine, partial, False)
                 torch, cuda, error = self.verifier.probe_torch(self.python)
-                self._environment = Environment(python=self.python, gpu=gpu, gpu_reason=reason, torch=torch,
-                                                cuda=cuda, torch_error=error)
+                self._environment = Environment(
+                    python=self.python,
+                    gpu=gpu,
+                    gpu_reason=reason,
+                    torch=torch,
+                    cuda=cuda,
+                    torch_error=error,
+                )
                 self._torch_known = True
                 self._call_ui(self._set_machine, self._environment, True)
             return self._environment
@@ -227,8 +251,12 @@ class KbApp(App[int]):
         self.query_one(MachineStatus).show(env, torch_known)
 
     def _watch_gpu_memory(self) -> None:
-        self.set_interval(GPU_REFRESH_S, lambda: self.run_worker(self._reread_gpu, thread=True, group="gpu",
-                                                                  exclusive=True, exit_on_error=False))
+        self.set_interval(
+            GPU_REFRESH_S,
+            lambda: self.run_worker(
+                self._reread_gpu, thread=True, group="gpu", exclusive=True, exit_on_error=False
+            ),
+        )
 
     def _reread_gpu(self) -> None:
         gpu, reason = self.verifier.read_gpu()
@@ -236,8 +264,14 @@ class KbApp(App[int]):
             env = self._environment
             if env is None:
                 return
-            self._environment = Environment(python=env.python, gpu=gpu, gpu_reason=reason, torch=env.torch,
-                                            cuda=env.cuda, torch_error=env.torch_error)
+            self._environment = Environment(
+                python=env.python,
+                gpu=gpu,
+                gpu_reason=reason,
+                torch=env.torch,
+                cuda=env.cuda,
+                torch_error=env.torch_error,
+            )
             env, known = self._environment, self._torch_known
         self._call_ui(self._set_machine, env, known)
 
@@ -262,10 +296,14 @@ class KbApp(App[int]):
 
     def _log_loaded(self, tail: str, size: int, trouble: str) -> None:
         self._message = None
-        if self.query_one("#paste", TextArea).text == (self._area_tail or ""):  # not typed over meanwhile
+        if self.query_one("#paste", TextArea).text == (
+            self._area_tail or ""
+        ):  # not typed over meanwhile
             self._load_area(tail, size)
         if trouble:
-            self.query_one("#paste", TextArea).border_subtitle = f"tail of {human_size(size)}, cut short"
+            self.query_one(
+                "#paste", TextArea
+            ).border_subtitle = f"tail of {human_size(size)}, cut short"
             self.notify(trouble, severity="warning", timeout=8)
         self._start_lookup()
 
@@ -299,9 +337,12 @@ class KbApp(App[int]):
         area = self.query_one("#paste", TextArea)
         if self._streaming:
             area.border_subtitle = f"reading stdin: {human_size(n)}"
-            self._message = ("Reading the piped log…",
-                             f"{human_size(n)} so far. Results follow as it arrives; the whole log is "
-                             "looked up when the pipe closes.", False)
+            self._message = (
+                "Reading the piped log…",
+                f"{human_size(n)} so far. Results follow as it arrives; the whole log is "
+                "looked up when the pipe closes.",
+                False,
+            )
             if self.result is None:
                 self.query_one(DetailPane).show_message(*self._message)
             if n and not self._lookup_running and self.kb is not None:
@@ -315,7 +356,9 @@ class KbApp(App[int]):
         else:
             area.border_subtitle = ""
         if whole_size is not None and self._log_label:
-            area.border_title = "piped log" if self._stream is not None else Path(self._log_label).name
+            area.border_title = (
+                "piped log" if self._stream is not None else Path(self._log_label).name
+            )
         else:
             area.border_title = "Error or log"
         if whole_size is not None:
@@ -451,7 +494,9 @@ class KbApp(App[int]):
         elif self.result is not None and not self.result.matches:
             pane.show_no_match(self.result)
         elif self.result is not None:
-            pane.show_message("The filter hides every match.", "Clear it (/ then ctrl+u) to see them.")
+            pane.show_message(
+                "The filter hides every match.", "Clear it (/ then ctrl+u) to see them."
+            )
         else:
             pane.show_intro()
         self.query_one(RunPanel).set_target(entry)
@@ -546,10 +591,14 @@ class KbApp(App[int]):
             return
         if entry.local:
             question = f"Run the repro of your local entry {entry.id}?"
-            detail = (f"It comes from {entry.path}, not from kb itself: its code runs on this machine "
-                      "as you. Run it only if you trust that file.")
-            self.push_screen(ConfirmScreen(question, detail),
-                             lambda yes: self._start_run(entry, trust=True) if yes else None)
+            detail = (
+                f"It comes from {entry.path}, not from kb itself: its code runs on this machine "
+                "as you. Run it only if you trust that file."
+            )
+            self.push_screen(
+                ConfirmScreen(question, detail),
+                lambda yes: self._start_run(entry, trust=True) if yes else None,
+            )
             return
         self._start_run(entry, trust=False)
 
@@ -557,8 +606,9 @@ class KbApp(App[int]):
         if self.kb is None:
             return
         self.query_one(TabbedContent).active = "run"
-        self.query_one(RunPanel).start(entry, self.kb, self.get_environment, self.verifier, trust=trust,
-                                       python=self.python)
+        self.query_one(RunPanel).start(
+            entry, self.kb, self.get_environment, self.verifier, trust=trust, python=self.python
+        )
         self.refresh_bindings()
 
     @on(RunPanel.Finished)
@@ -580,17 +630,35 @@ class KbApp(App[int]):
                 pass
 
 
-def create_app(kb: KnowledgeBase | None = None, text: str = "", log: Path | None = None,
-               stream: BinaryIO | None = None, environment: Environment | None = None,
-               verifier: Verifier | None = None, kb_dirs: list[str] | None = None,
-               python: str = sys.executable, prewarm: bool = False, watch_gpu: bool = True) -> KbApp:
+def create_app(
+    kb: KnowledgeBase | None = None,
+    text: str = "",
+    log: Path | None = None,
+    stream: BinaryIO | None = None,
+    environment: Environment | None = None,
+    verifier: Verifier | None = None,
+    kb_dirs: list[str] | None = None,
+    python: str = sys.executable,
+    prewarm: bool = False,
+    watch_gpu: bool = True,
+) -> KbApp:
     """Build the app. kb: a loaded KnowledgeBase (loaded in a worker when None); text: the
     initial paste; log: a log file (plain or gzip) looked up whole; stream: a piped log, read in
     a worker; environment: where repros run (GPU and torch; probed in a worker when None);
     verifier: the door to the machine (tests pass a subclass); python: the repro interpreter;
     prewarm: open the full-text index in the background."""
-    return KbApp(kb=kb, text=text, log=log, stream=stream, environment=environment, verifier=verifier,
-                 kb_dirs=kb_dirs, python=python, prewarm=prewarm, watch_gpu=watch_gpu)
+    return KbApp(
+        kb=kb,
+        text=text,
+        log=log,
+        stream=stream,
+        environment=environment,
+        verifier=verifier,
+        kb_dirs=kb_dirs,
+        python=python,
+        prewarm=prewarm,
+        watch_gpu=watch_gpu,
+    )
 
 
 def run_app(args: argparse.Namespace) -> int:

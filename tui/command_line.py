@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from textual.app import App
 
@@ -22,8 +23,10 @@ def attach_terminal() -> str | None:
     try:
         fd = os.open("/dev/tty", os.O_RDWR)
     except OSError:
-        return ("the TUI needs a terminal, and there is none here (no /dev/tty). "
-                "For a log without a terminal use: kb lookup FILE (or pipe into kb lookup).")
+        return (
+            "the TUI needs a terminal, and there is none here (no /dev/tty). "
+            "For a log without a terminal use: kb lookup FILE (or pipe into kb lookup)."
+        )
     if need_in:
         os.dup2(fd, 0)
     if need_out:

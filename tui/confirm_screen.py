@@ -10,8 +10,10 @@ from textual.widgets import Button, Static
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    BINDINGS = [Binding("y", "answer(True)", "Run", show=False),
-                Binding("n,escape", "answer(False)", "Cancel", show=False)]
+    BINDINGS = [
+        Binding("y", "answer(True)", "Run", show=False),
+        Binding("n,escape", "answer(False)", "Cancel", show=False),
+    ]
 
     def __init__(self, question: str, detail: str = "") -> None:
         super().__init__()

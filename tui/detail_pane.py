@@ -11,7 +11,7 @@ the theme at render time, and the pane re-renders when the theme changes.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from rich.console import Group, RenderableType
 from rich.padding import Padding
@@ -25,8 +25,10 @@ from kb import Entry, Evidence, Finding, LookupResult, Match, evidence_line
 
 from .keys import widget_bindings
 
-INTRO = ("Paste an error message or a whole log into the box on the left: matching entries appear "
-         "as you type. With the box empty, every entry is listed; / filters them. f1 lists the keys.")
+INTRO = (
+    "Paste an error message or a whole log into the box on the left: matching entries appear "
+    "as you type. With the box empty, every entry is listed; / filters them. f1 lists the keys."
+)
 Styles = dict[str, str]
 
 
@@ -55,7 +57,7 @@ def first_sentence(text: str) -> tuple[str, str]:
     m = re.search(r"(?<=[.!?])\s+(?=[A-Z(`'\"])", flat)
     if not m or m.start() < 20:
         return flat, ""
-    return flat[:m.start()], flat[m.end():]
+    return flat[: m.start()], flat[m.end() :]
 
 
 def bullet(text: str | Text, st: Styles, mark: str = "•") -> Table:
@@ -113,18 +115,26 @@ class DetailPane(VerticalScroll):
 
     def show_message(self, title: str, text: str = "", bad: bool = False) -> None:
         """A state rather than an entry: reading a pipe, a file that cannot be read, loading."""
+
         def parts(st: Styles) -> list[RenderableType]:
             out: list[RenderableType] = [Text(title, style=f"bold {st['bad' if bad else 'warn']}")]
             if text:
                 out.append(Text(text, style=st["dim"]))
             return out
+
         self._show(parts)
 
     def show_no_match(self, result: LookupResult) -> None:
         self._show(lambda st: self._no_match(result, st))
 
-    def show_entry(self, entry: Entry, evidence: list[Evidence], match: Match | None = None,
-                   result: LookupResult | None = None, guess: bool = False) -> None:
+    def show_entry(
+        self,
+        entry: Entry,
+        evidence: list[Evidence],
+        match: Match | None = None,
+        result: LookupResult | None = None,
+        guess: bool = False,
+    ) -> None:
         self._show(lambda st: self._entry(entry, evidence, match, result, guess, st))
 
     def _show(self, render: Callable[[Styles], list[RenderableType]]) -> None:
@@ -150,8 +160,10 @@ class DetailPane(VerticalScroll):
         return {
             "title": f"bold {c('text-primary', c('primary', 'blue'))}",
             "head": f"bold {c('text-accent', c('accent', 'magenta'))}",
-            "ok": c("text-success", "green"), "warn": c("text-warning", "yellow"),
-            "bad": c("text-error", "red"), "dim": "dim",
+            "ok": c("text-success", "green"),
+            "warn": c("text-warning", "yellow"),
+            "bad": c("text-error", "red"),
+            "dim": "dim",
             "banner": f"bold {c('text-warning', 'yellow')} on {c('warning-muted', 'default')}",
             "match": f"bold {c('text-accent', 'magenta')}",
             "capture": f"bold reverse {c('text-warning', 'yellow')}",
@@ -165,24 +177,47 @@ class DetailPane(VerticalScroll):
 
     # ------------------------------------------------------------------ nothing matched
     def _no_match(self, r: LookupResult, st: Styles) -> list[RenderableType]:
-        why = "The input looks binary, not a log." if r.binary else (
-            "No signature of any entry fired on it, and no CUDA error code in it belongs to an entry.")
-        out: list[RenderableType] = [Text("No entry matched this log.", style=f"bold {st['warn']}"),
-                                     Text(why, style=st["dim"])]
+        why = (
+            "The input looks binary, not a log."
+            if r.binary
+            else (
+                "No signature of any entry fired on it, and no CUDA error code in it belongs to an entry."
+            )
+        )
+        out: list[RenderableType] = [
+            Text("No entry matched this log.", style=f"bold {st['warn']}"),
+            Text(why, style=st["dim"]),
+        ]
         if r.diagnosis:
             out += self._diagnosis(r.diagnosis, None, st)
         if r.suggestions:
             out.append(self._section("Guesses (full text, unconfirmed)", st))
-            out.append(Text("Entries that share words with the log. None is a match: read one (↓ in "
-                            "the list) as a lead, not as the answer.", style=st["dim"]))
+            out.append(
+                Text(
+                    "Entries that share words with the log. None is a match: read one (↓ in "
+                    "the list) as a lead, not as the answer.",
+                    style=st["dim"],
+                )
+            )
             for s in r.suggestions:
                 terms = s.captures.get("terms", "?")
-                out.append(bullet(Text.assemble((s.id, "bold"), (f"  {terms} terms", st["dim"]),
-                                                "\n", s.entry.title), st, "?"))
+                out.append(
+                    bullet(
+                        Text.assemble(
+                            (s.id, "bold"), (f"  {terms} terms", st["dim"]), "\n", s.entry.title
+                        ),
+                        st,
+                        "?",
+                    )
+                )
         else:
-            out.append(Text("\nNo entry comes close either. Paste the first error line of the log, or "
-                            "the lines around it; a traceback's last line usually names the error.",
-                            style=st["dim"]))
+            out.append(
+                Text(
+                    "\nNo entry comes close either. Paste the first error line of the log, or "
+                    "the lines around it; a traceback's last line usually names the error.",
+                    style=st["dim"],
+                )
+            )
         out += self._input_notes(r, st)
         return out
 
@@ -197,21 +232,37 @@ class DetailPane(VerticalScroll):
         return [Text("\n" + " · ".join(notes), style=st["dim"])]
 
     # ------------------------------------------------------------------ one entry
-    def _entry(self, e: Entry, evs: list[Evidence], m: Match | None, r: LookupResult | None, guess: bool,
-               st: Styles) -> list[RenderableType]:
+    def _entry(
+        self,
+        e: Entry,
+        evs: list[Evidence],
+        m: Match | None,
+        r: LookupResult | None,
+        guess: bool,
+        st: Styles,
+    ) -> list[RenderableType]:
         out: list[RenderableType] = []
         happened, rest = first_sentence(e.summary)
         if guess and m is not None:
             out.append(Text(" GUESS, NOT A MATCH ", style=st["banner"]))
-            out.append(Text(f"No signature of this entry fired on the log: it shares words with it "
-                            f"({self._terms(m)}). Check it against the log before acting on it.",
-                            style=st["warn"]))
+            out.append(
+                Text(
+                    f"No signature of this entry fired on the log: it shares words with it "
+                    f"({self._terms(m)}). Check it against the log before acting on it.",
+                    style=st["warn"],
+                )
+            )
             out.append(Text(""))
-        meta = Text.assemble((e.id, "bold"), (f" · {e.area}", st["dim"]),
-                             (" · local entry" if e.local else "", st["warn"]))
+        meta = Text.assemble(
+            (e.id, "bold"),
+            (f" · {e.area}", st["dim"]),
+            (" · local entry" if e.local else "", st["warn"]),
+        )
         if m is not None and not guess:
             conf = {"high": st["ok"], "medium": st["warn"]}.get(m.confidence, st["dim"])
-            meta.append_text(Text.assemble((" · ", st["dim"]), (f"{m.confidence} confidence", conf)))
+            meta.append_text(
+                Text.assemble((" · ", st["dim"]), (f"{m.confidence} confidence", conf))
+            )
         out.append(meta)
         if m is None:
             out.append(Text(e.title, style=st["title"]))
@@ -232,13 +283,19 @@ class DetailPane(VerticalScroll):
         if e.references:
             out.append(self._section("References", st))
             for ref in e.references:
-                out.append(bullet(Text.assemble((ref.get("title", "") + " ", ""), (ref["url"], st["dim"])), st))
+                out.append(
+                    bullet(
+                        Text.assemble((ref.get("title", "") + " ", ""), (ref["url"], st["dim"])), st
+                    )
+                )
         if r is not None:
             out += self._input_notes(r, st)
         return out
 
-    def _diagnosis(self, findings: list[Finding], m: Match | None, st: Styles) -> list[RenderableType]:
-        caps = {k: v for k, v in m.captures.items()} if m is not None and m.source != "fulltext" else {}
+    def _diagnosis(
+        self, findings: list[Finding], m: Match | None, st: Styles
+    ) -> list[RenderableType]:
+        caps = dict(m.captures.items()) if m is not None and m.source != "fulltext" else {}
         if not findings and not caps:
             return []
         out: list[RenderableType] = [self._section("Diagnosis of this log", st)]
@@ -263,8 +320,11 @@ class DetailPane(VerticalScroll):
             text.append("CUDA error ")
             text.append(code, style=st["capture"])
             text.append(f" {name}" if name else "")
-            text.append(f" ({api} API" + (f", reported by {wrapper})" if wrapper and wrapper != "cuda" else ")"),
-                        style=st["dim"])
+            text.append(
+                f" ({api} API"
+                + (f", reported by {wrapper})" if wrapper and wrapper != "cuda" else ")"),
+                style=st["dim"],
+            )
             if caps:
                 text.append("  ")
         for i, (k, v) in enumerate(caps.items()):
@@ -273,16 +333,26 @@ class DetailPane(VerticalScroll):
         return text
 
     def _code(self, fix: dict, st: Styles) -> RenderableType:
-        return Padding(Syntax(fix["code"].rstrip(), fix.get("lang", "python"), theme=st["syntax"],
-                              background_color=st["code_bg"], word_wrap=True), (0, 0, 0, 3))
+        return Padding(
+            Syntax(
+                fix["code"].rstrip(),
+                fix.get("lang", "python"),
+                theme=st["syntax"],
+                background_color=st["code_bg"],
+                word_wrap=True,
+            ),
+            (0, 0, 0, 3),
+        )
 
     def _fixes(self, e: Entry, st: Styles) -> list[RenderableType]:
         if not e.fixes:
             return []
         fix = e.fixes[0]
         has_code = any(f.get("code") for f in e.fixes)
-        out: list[RenderableType] = [self._section("Try first" + ("  (y copies the code)" if has_code else ""), st),
-                                     bullet(Text(fix.get("title", ""), style="bold"), st, "1.")]
+        out: list[RenderableType] = [
+            self._section("Try first" + ("  (y copies the code)" if has_code else ""), st),
+            bullet(Text(fix.get("title", ""), style="bold"), st, "1."),
+        ]
         if fix.get("detail"):
             out.append(Padding(Text(" ".join(fix["detail"].split())), (0, 0, 0, 3)))
         if fix.get("code"):
@@ -310,8 +380,14 @@ class DetailPane(VerticalScroll):
             if c.get("detail"):
                 out.append(Padding(Text(" ".join(c["detail"].split())), (0, 0, 0, 3)))
             if c.get("evidence"):
-                out.append(Padding(Text.assemble(("tells it apart: ", st["dim"]), " ".join(c["evidence"].split())),
-                                   (0, 0, 0, 3)))
+                out.append(
+                    Padding(
+                        Text.assemble(
+                            ("tells it apart: ", st["dim"]), " ".join(c["evidence"].split())
+                        ),
+                        (0, 0, 0, 3),
+                    )
+                )
         return out
 
     def _diagnostics(self, e: Entry, st: Styles) -> list[RenderableType]:
@@ -320,36 +396,69 @@ class DetailPane(VerticalScroll):
         out: list[RenderableType] = [self._section("Diagnostics", st)]
         for d in e.diagnostics:
             out.append(bullet(Text(d.get("title", ""), style="bold"), st))
-            out.append(Padding(Text("$ " + d.get("command", ""), style=st["ok"], overflow="fold"), (0, 0, 0, 3)))
+            out.append(
+                Padding(
+                    Text("$ " + d.get("command", ""), style=st["ok"], overflow="fold"), (0, 0, 0, 3)
+                )
+            )
             if d.get("tells"):
-                out.append(Padding(Text(" ".join(d["tells"].split()), style=st["dim"]), (0, 0, 0, 3)))
+                out.append(
+                    Padding(Text(" ".join(d["tells"].split()), style=st["dim"]), (0, 0, 0, 3))
+                )
         return out
 
     def _matched(self, e: Entry, m: Match, guess: bool, st: Styles) -> list[RenderableType]:
         if guess:
-            return [self._section("Why it is listed", st),
-                    Text(f"Full-text search only: {self._terms(m)} (coverage "
-                         f"{m.captures.get('coverage', '?')}). No signature fired.", style=st["dim"])]
+            return [
+                self._section("Why it is listed", st),
+                Text(
+                    f"Full-text search only: {self._terms(m)} (coverage "
+                    f"{m.captures.get('coverage', '?')}). No signature fired.",
+                    style=st["dim"],
+                ),
+            ]
         out: list[RenderableType] = [self._section("Matched", st)]
         sig = e.signature(m.signature) if m.signature else None
         if m.source == "code":
-            out.append(Text(f"The log names CUDA error {m.captures.get('code', '?')} "
-                            f"({m.captures.get('api', '?')} numbering), which this entry owns."))
+            out.append(
+                Text(
+                    f"The log names CUDA error {m.captures.get('code', '?')} "
+                    f"({m.captures.get('api', '?')} numbering), which this entry owns."
+                )
+            )
         if m.line:
-            out.append(Text.assemble((f"line {m.line_number}  " if m.line_number else "line  ", st["dim"]),
-                                     highlight_line(m.line.strip(), sig.pattern if sig else None,
-                                                    bool(sig and sig.ignore_case), st)))
+            out.append(
+                Text.assemble(
+                    (f"line {m.line_number}  " if m.line_number else "line  ", st["dim"]),
+                    highlight_line(
+                        m.line.strip(),
+                        sig.pattern if sig else None,
+                        bool(sig and sig.ignore_case),
+                        st,
+                    ),
+                )
+            )
         if sig is not None:
-            out.append(Text.assemble(("signature ", st["dim"]), (sig.id, "bold"),
-                                     (f"  {sig.era}" if sig.era else "", st["dim"]),
-                                     (f"  score {m.score:.1f}", st["dim"])))
-        caps = {k: v for k, v in m.captures.items()}
+            out.append(
+                Text.assemble(
+                    ("signature ", st["dim"]),
+                    (sig.id, "bold"),
+                    (f"  {sig.era}" if sig.era else "", st["dim"]),
+                    (f"  score {m.score:.1f}", st["dim"]),
+                )
+            )
+        caps = dict(m.captures.items())
         if caps:
             out.append(self._values(caps, st))
         others = [h for h in m.hits if h.line_number != m.line_number]
         for h in others[:4]:
-            out.append(Text.assemble((f"also line {h.line_number}  ", st["dim"]), (h.signature, "bold"),
-                                     ("  " + h.line.strip()[:200], st["dim"])))
+            out.append(
+                Text.assemble(
+                    (f"also line {h.line_number}  ", st["dim"]),
+                    (h.signature, "bold"),
+                    ("  " + h.line.strip()[:200], st["dim"]),
+                )
+            )
         if len(others) > 4:
             out.append(Text(f"and {len(others) - 4} more lines", style=st["dim"]))
         if sig is not None:
@@ -366,12 +475,25 @@ class DetailPane(VerticalScroll):
         for gpu, group in by_gpu.items():
             last = max(group, key=lambda ev: ev.date)
             good = last.status == "reproduced"
-            fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(last.fix_status, "")
+            fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(
+                last.fix_status, ""
+            )
             runs = f" ({len(group)} runs)" if len(group) > 1 else ""
-            out.append(bullet(Text.assemble((gpu, "bold"), f": {last.status}{fix}",
-                                            (f"\ntorch {last.torch}, CUDA {last.cuda}, driver {last.driver}, "
-                                             f"{last.date}{runs}", st["dim"])),
-                              st, "✓" if good else "✗"))
+            out.append(
+                bullet(
+                    Text.assemble(
+                        (gpu, "bold"),
+                        f": {last.status}{fix}",
+                        (
+                            f"\ntorch {last.torch}, CUDA {last.cuda}, driver {last.driver}, "
+                            f"{last.date}{runs}",
+                            st["dim"],
+                        ),
+                    ),
+                    st,
+                    "✓" if good else "✗",
+                )
+            )
         if e.repro is None:
             out.append(Text("This entry has no repro.", style=st["dim"]))
         else:
@@ -379,10 +501,20 @@ class DetailPane(VerticalScroll):
             needs = "a GPU" if req.gpu else "no GPU"
             if req.gpu and req.gpus > 1:
                 needs = f"{req.gpus} GPUs"
-            out.append(Text.assemble(("Its repro needs ", st["dim"]), needs,
-                                     ("; a fix check follows it" if e.fix_check else "", st["dim"]),
-                                     (". r runs it here.", st["dim"])))
+            out.append(
+                Text.assemble(
+                    ("Its repro needs ", st["dim"]),
+                    needs,
+                    ("; a fix check follows it" if e.fix_check else "", st["dim"]),
+                    (". r runs it here.", st["dim"]),
+                )
+            )
         for nr in e.not_reproducible:
-            out.append(Text.assemble(("not reproducible today ", st["warn"]), (f"({nr.get('signature')}): ", st["dim"]),
-                                     " ".join(str(nr.get("reason", "")).split())))
+            out.append(
+                Text.assemble(
+                    ("not reproducible today ", st["warn"]),
+                    (f"({nr.get('signature')}): ", st["dim"]),
+                    " ".join(str(nr.get("reason", "")).split()),
+                )
+            )
         return out

@@ -13,16 +13,22 @@ from textual.widgets import Static
 
 from .keys import KEYS, display
 
-INTRO = ("Paste an error or a whole log on the left (or pipe one in: cmd 2>&1 | kb tui). "
-         "Matching entries appear as you type; the detail says what happened, the diagnosis of "
-         "this log and the fix to try first. With the box empty, every entry is listed.")
-MORE = [("↑ ↓", "choose an entry in the list"),
-        ("tab", "next pane (shift+tab: the one before)"),
-        ("pgup pgdn", "scroll the pane with the focus"),
-        ("ctrl+p", "command palette (themes, screenshot)")]
-AFTER = ("A result marked guess is a full-text suggestion: no signature of that entry fired. "
-         "Repros of entries from your own folders (--kb-dir, KB_PATH) run only after you confirm; "
-         "verdicts are not recorded (kb verify --record does that).")
+INTRO = (
+    "Paste an error or a whole log on the left (or pipe one in: cmd 2>&1 | kb tui). "
+    "Matching entries appear as you type; the detail says what happened, the diagnosis of "
+    "this log and the fix to try first. With the box empty, every entry is listed."
+)
+MORE = [
+    ("↑ ↓", "choose an entry in the list"),
+    ("tab", "next pane (shift+tab: the one before)"),
+    ("pgup pgdn", "scroll the pane with the focus"),
+    ("ctrl+p", "command palette (themes, screenshot)"),
+]
+AFTER = (
+    "A result marked guess is a full-text suggestion: no signature of that entry fired. "
+    "Repros of entries from your own folders (--kb-dir, KB_PATH) run only after you confirm; "
+    "verdicts are not recorded (kb verify --record does that)."
+)
 
 
 def keys_table() -> Table:
@@ -48,10 +54,22 @@ class HelpScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         accent = self.app.theme_variables.get("text-accent", "magenta")
         title = Text("kb: PyTorch and CUDA failures, explained and reproduced", style="bold")
-        heads = Text.assemble(("Keys: ", f"bold {accent}"),
-                              ("a letter works outside the text boxes; the other key anywhere", "dim"))
+        heads = Text.assemble(
+            ("Keys: ", f"bold {accent}"),
+            ("a letter works outside the text boxes; the other key anywhere", "dim"),
+        )
         self.query_one("#help-text", Static).update(
-            Group(title, Text(""), Text(INTRO), Text(""), heads, keys_table(), Text(""), Text(AFTER, style="dim")))
+            Group(
+                title,
+                Text(""),
+                Text(INTRO),
+                Text(""),
+                heads,
+                keys_table(),
+                Text(""),
+                Text(AFTER, style="dim"),
+            )
+        )
 
     def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
         self.dismiss(result)

@@ -17,8 +17,9 @@ import os
 import tempfile
 import zlib
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO
 
 from kb import open_log
 
@@ -69,7 +70,11 @@ class TolerantReader(io.RawIOBase):
         if self.error is not None:
             return 0
         try:  # read1: one read underneath, so what came before a break is returned, not lost
-            data = self.raw.read1(len(buffer)) if hasattr(self.raw, "read1") else self.raw.read(len(buffer))
+            data = (
+                self.raw.read1(len(buffer))
+                if hasattr(self.raw, "read1")
+                else self.raw.read(len(buffer))
+            )
         except READ_ERRORS as e:
             self.error = e
             return 0
@@ -115,14 +120,18 @@ def read_tail(path: str | os.PathLike[str], max_chars: int) -> tuple[str, int, s
         tail = b"".join(keep)
         cut = raw.read_bytes > len(tail) or len(tail) > max_chars
         tail = tail[-max_chars:]
-        return _from_line_start(tail, cut), raw.read_bytes, problem(p, raw.error) if raw.error else ""
+        return (
+            _from_line_start(tail, cut),
+            raw.read_bytes,
+            problem(p, raw.error) if raw.error else "",
+        )
 
 
 def _from_line_start(data: bytes, cut: bool) -> str:
     if cut:
         nl = data.find(b"\n")
         if 0 <= nl < len(data) - 1:
-            data = data[nl + 1:]
+            data = data[nl + 1 :]
     return data.decode("utf-8", errors="replace")
 
 
@@ -132,8 +141,12 @@ def spool_path() -> Path:
     return Path(name)
 
 
-def spool(stream: BinaryIO, dest: Path, on_progress: Callable[[int], None] | None = None,
-          stop: Callable[[], bool] | None = None) -> int:
+def spool(
+    stream: BinaryIO,
+    dest: Path,
+    on_progress: Callable[[int], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> int:
     """Copy a pipe into dest as it arrives (flushed per chunk, so a lookup can read what came so
     far). Returns the bytes copied; stops early when stop() says so."""
     total = 0

@@ -38,6 +38,8 @@ def look_up(engine: Engine, target: Path | str, label: str, top: int) -> LookupR
     except READ_ERRORS as e:
         raise LookupFailed(problem(label or target, e)) from e
     if raw.error is not None:
-        result.warnings.append(f"{problem(label or target, raw.error)}: results use the first "
-                               f"{human_size(raw.read_bytes)}")
+        result.warnings.append(
+            f"{problem(label or target, raw.error)}: results use the first "
+            f"{human_size(raw.read_bytes)}"
+        )
     return result

@@ -29,19 +29,31 @@ def gpu_words(env: Environment) -> list[tuple[str, str]]:
         used = (g.memory_total_mib - g.memory_free_mib) / 1024
         mem = f"{used:.1f}/{g.memory_total_mib / 1024:.1f} GiB"
     driver = f" · driver {g.driver}" if g.driver else ""
-    return [(f"GPU {name}{more} · {mem} used{driver}", GOOD), (f"GPU {name}{more} · {mem} used", GOOD),
-            (f"GPU {short}{more_short} · {mem}", GOOD), (f"GPU {short}{more_short}", GOOD)]
+    return [
+        (f"GPU {name}{more} · {mem} used{driver}", GOOD),
+        (f"GPU {name}{more} · {mem} used", GOOD),
+        (f"GPU {short}{more_short} · {mem}", GOOD),
+        (f"GPU {short}{more_short}", GOOD),
+    ]
 
 
 def _no_gpu_words(reason: str) -> list[str]:
     r = reason.strip()
     if r.startswith("NVML unavailable"):  # no nvidia-ml-py: there may well be a GPU
-        return ["GPU unknown: nvidia-ml-py is not installed", "GPU unknown (no nvidia-ml-py)", "GPU unknown"]
+        return [
+            "GPU unknown: nvidia-ml-py is not installed",
+            "GPU unknown (no nvidia-ml-py)",
+            "GPU unknown",
+        ]
     if r.startswith("no NVIDIA driver"):
         return ["No NVIDIA GPU: no driver found", "No GPU (no driver)", "No GPU"]
     if r.startswith("no GPU visible"):
-        spec = r[r.find("(") + 1:r.rfind(")")] if "(" in r else ""
-        return [f"No GPU visible ({spec})" if spec else "No GPU visible", "No GPU visible", "No GPU"]
+        spec = r[r.find("(") + 1 : r.rfind(")")] if "(" in r else ""
+        return [
+            f"No GPU visible ({spec})" if spec else "No GPU visible",
+            "No GPU visible",
+            "No GPU",
+        ]
     if r.startswith("NVML query failed"):
         return ["GPU unknown: the NVML query failed", "GPU unknown"]
     if r == "NVML found no GPU" or not r:
@@ -55,17 +67,32 @@ def torch_words(env: Environment, known: bool) -> list[tuple[str, str]]:
         return [("torch: checking…", MUTED)]
     if env.torch:
         if env.cuda and env.gpu is not None:
-            return [(f"torch {env.torch} (CUDA {env.cuda}) runs the repros", GOOD),
-                    (f"torch {env.torch} (CUDA {env.cuda})", GOOD), (f"torch {env.torch}", GOOD)]
+            return [
+                (f"torch {env.torch} (CUDA {env.cuda}) runs the repros", GOOD),
+                (f"torch {env.torch} (CUDA {env.cuda})", GOOD),
+                (f"torch {env.torch}", GOOD),
+            ]
         if env.cuda:
-            return [(f"torch {env.torch}: only CPU repros can run", WARN), (f"torch {env.torch}", WARN)]
-        return [(f"torch {env.torch} (CPU build): only CPU repros run", WARN),
-                (f"torch {env.torch} (CPU build)", WARN), (f"torch {env.torch} (CPU)", WARN)]
+            return [
+                (f"torch {env.torch}: only CPU repros can run", WARN),
+                (f"torch {env.torch}", WARN),
+            ]
+        return [
+            (f"torch {env.torch} (CPU build): only CPU repros run", WARN),
+            (f"torch {env.torch} (CPU build)", WARN),
+            (f"torch {env.torch} (CPU)", WARN),
+        ]
     if "No module named" in env.torch_error or not env.torch_error:
-        return [("torch not installed: repros cannot run", WARN), ("no torch: no repros", WARN),
-                ("no torch", WARN)]
-    return [("torch fails to import: repros cannot run", WARN), ("torch import fails", WARN),
-            ("torch broken", WARN)]
+        return [
+            ("torch not installed: repros cannot run", WARN),
+            ("no torch: no repros", WARN),
+            ("no torch", WARN),
+        ]
+    return [
+        ("torch fails to import: repros cannot run", WARN),
+        ("torch import fails", WARN),
+        ("torch broken", WARN),
+    ]
 
 
 def status_line(env: Environment | None, torch_known: bool, width: int) -> Content:
@@ -79,7 +106,9 @@ def status_line(env: Environment | None, torch_known: bool, width: int) -> Conte
         if len(g) + len(sep) + len(t) <= width:
             return Content.assemble((g, f"bold {gs}"), (sep, MUTED), (t, ts))
     (g, gs), (t, ts) = gpus[-1], torches[-1]
-    return Content.assemble((g, f"bold {gs}"), (sep, MUTED), (t, ts)).truncate(max(width, 1), ellipsis=True)
+    return Content.assemble((g, f"bold {gs}"), (sep, MUTED), (t, ts)).truncate(
+        max(width, 1), ellipsis=True
+    )
 
 
 def _pairs(n_gpu: int, n_torch: int) -> list[tuple[int, int]]:
@@ -97,8 +126,10 @@ def tooltip(env: Environment | None, torch_known: bool) -> str:
     lines = []
     if env.gpu is not None:
         g = env.gpu
-        lines.append(f"GPU: {g.name} ×{g.count}, driver {g.driver or '?'}, compute capability "
-                     f"{g.compute_capability or '?'}")
+        lines.append(
+            f"GPU: {g.name} ×{g.count}, driver {g.driver or '?'}, compute capability "
+            f"{g.compute_capability or '?'}"
+        )
     else:
         lines.append(f"No GPU: {env.gpu_reason or 'NVML found none'}")
     if not torch_known:
@@ -120,7 +151,9 @@ class MachineStatus(Widget):
         self.environment = env
 
     def render(self) -> Content:
-        return status_line(self.environment, self.torch_known, self.content_size.width or self.size.width)
+        return status_line(
+            self.environment, self.torch_known, self.content_size.width or self.size.width
+        )
 
     def watch_environment(self, env: Environment | None) -> None:
         self._restyle()

@@ -30,8 +30,10 @@ ONE_LINE = "RuntimeError: CUDA error: an illegal memory access was encountered"
 
 
 def big_log(lines: int) -> str:
-    body = "".join(f"2026-01-01 12:00:{i % 60:02d} [rank0]: step {i} loss 0.{i % 97:02d} lr 3e-4\n"
-                   for i in range(lines))
+    body = "".join(
+        f"2026-01-01 12:00:{i % 60:02d} [rank0]: step {i} loss 0.{i % 97:02d} lr 3e-4\n"
+        for i in range(lines)
+    )
     return body + "Traceback (most recent call last):\n" + ONE_LINE + "\n"
 
 

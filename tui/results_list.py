@@ -7,7 +7,7 @@ says so and is selected; full-text suggestions follow under their own heading, m
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from textual.content import Content
 from textual.widgets import OptionList
@@ -54,40 +54,69 @@ class ResultsList(OptionList):
         target = keep if keep in ids else ids[0]
         self.highlighted = next(i for i, o in enumerate(options) if o.id == target)
 
-    def show_matches(self, matches: list[Match], suggestions: list[Match], filter_text: str = "") -> None:
+    def show_matches(
+        self, matches: list[Match], suggestions: list[Match], filter_text: str = ""
+    ) -> None:
         keep = self.selected_id
         words = filter_text.lower().split()
-        options: list[Option] = [Option(self._match_prompt(m), id=m.id) for m in matches
-                                 if not words or entry_matches_filter(m.entry, words)]
+        options: list[Option] = [
+            Option(self._match_prompt(m), id=m.id)
+            for m in matches
+            if not words or entry_matches_filter(m.entry, words)
+        ]
         if matches:
             self.mode = "matches"
             if not options:
-                options.append(Option(Content.styled("No match passes the filter.", "$text-muted"), disabled=True))
+                options.append(
+                    Option(
+                        Content.styled("No match passes the filter.", "$text-muted"), disabled=True
+                    )
+                )
             self._replace(options, keep)
             return
         self.mode = "no-match"
         guesses = [s for s in suggestions if not words or entry_matches_filter(s.entry, words)]
         n = len(suggestions)
-        more = f"{n} full-text guess{'es' if n != 1 else ''} below" if n else "no close entry either"
-        options.append(Option(Content.assemble(("✗ No entry matched", "bold $text-warning"), "\n",
-                                               (f"  {more}", "$text-muted")), id=NO_MATCH))
+        more = (
+            f"{n} full-text guess{'es' if n != 1 else ''} below" if n else "no close entry either"
+        )
+        options.append(
+            Option(
+                Content.assemble(
+                    ("✗ No entry matched", "bold $text-warning"), "\n", (f"  {more}", "$text-muted")
+                ),
+                id=NO_MATCH,
+            )
+        )
         if guesses:
-            options.append(Option(Content.styled("Guesses (full text, unconfirmed)", "italic $text-muted"),
-                                  disabled=True))
+            options.append(
+                Option(
+                    Content.styled("Guesses (full text, unconfirmed)", "italic $text-muted"),
+                    disabled=True,
+                )
+            )
             options += [Option(self._guess_prompt(s), id=s.id) for s in guesses]
         elif suggestions:
-            options.append(Option(Content.styled("No guess passes the filter.", "$text-muted"), disabled=True))
+            options.append(
+                Option(Content.styled("No guess passes the filter.", "$text-muted"), disabled=True)
+            )
         self._replace(options, keep)
 
-    def show_entries(self, entries: Iterable[Entry], statuses: dict[str, str], filter_text: str = "") -> None:
+    def show_entries(
+        self, entries: Iterable[Entry], statuses: dict[str, str], filter_text: str = ""
+    ) -> None:
         keep = self.selected_id
         self.mode = "browse"
         words = filter_text.lower().split()
-        options = [Option(self._entry_prompt(e, statuses.get(e.id, "")), id=e.id)
-                   for e in sorted(entries, key=lambda e: (e.area, e.id))
-                   if not words or entry_matches_filter(e, words)]
+        options = [
+            Option(self._entry_prompt(e, statuses.get(e.id, "")), id=e.id)
+            for e in sorted(entries, key=lambda e: (e.area, e.id))
+            if not words or entry_matches_filter(e, words)
+        ]
         if not options:
-            options.append(Option(Content.styled("No entry passes the filter.", "$text-muted"), disabled=True))
+            options.append(
+                Option(Content.styled("No entry passes the filter.", "$text-muted"), disabled=True)
+            )
         self._replace(options, keep)
 
     @staticmethod
@@ -100,20 +129,34 @@ class ResultsList(OptionList):
         else:
             where = m.entry.title
         return Content.assemble(
-            (m.id, "bold"), (" (local)" if m.entry.local else "", "$text-muted"), "\n",
-            ("  " + m.confidence, style), (f" · {where[:200]}", "$text-muted"))
+            (m.id, "bold"),
+            (" (local)" if m.entry.local else "", "$text-muted"),
+            "\n",
+            ("  " + m.confidence, style),
+            (f" · {where[:200]}", "$text-muted"),
+        )
 
     @staticmethod
     def _guess_prompt(m: Match) -> Content:
         terms = m.captures.get("terms", "")
         return Content.assemble(
-            (m.id, ""), (" (local)" if m.entry.local else "", "$text-muted"), "\n",
-            ("  guess", "italic $text-warning"), (f" · {terms} terms" if terms else "", "$text-muted"),
-            (f" · {m.entry.title[:200]}", "$text-muted"))
+            (m.id, ""),
+            (" (local)" if m.entry.local else "", "$text-muted"),
+            "\n",
+            ("  guess", "italic $text-warning"),
+            (f" · {terms} terms" if terms else "", "$text-muted"),
+            (f" · {m.entry.title[:200]}", "$text-muted"),
+        )
 
     @staticmethod
     def _entry_prompt(e: Entry, status: str) -> Content:
-        style = {"fix-verified": "$text-success", "reproduced": "$text-success"}.get(status, "$text-muted")
+        style = {"fix-verified": "$text-success", "reproduced": "$text-success"}.get(
+            status, "$text-muted"
+        )
         return Content.assemble(
-            (e.id, "bold"), (" (local)" if e.local else "", "$text-muted"), "\n",
-            ("  " + (status or "-"), style), (f" · {e.area} · {e.title[:200]}", "$text-muted"))
+            (e.id, "bold"),
+            (" (local)" if e.local else "", "$text-muted"),
+            "\n",
+            ("  " + (status or "-"), style),
+            (f" · {e.area} · {e.title[:200]}", "$text-muted"),
+        )

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -40,11 +40,15 @@ def verdict_of(outcome: Outcome, cancelled: bool = False) -> tuple[str, str]:
         matched = ", ".join(outcome.matched) or "?"
         fix = outcome.fix_status
         why = detail.rsplit("; ", 1)[-1] if "; " in detail else ""
-        fix_text = {"fix-verified": " · FIX VERIFIED",
-                    "fix-failed": " · FIX FAILED" + (f": {why}" if why else ""),
-                    "cancelled": " · fix check cancelled"}.get(fix, " · no fix check")
-        return f"REPRODUCED: matched {matched}{fix_text}{took_s}", \
-            "-bad" if fix == "fix-failed" else "-good"
+        fix_text = {
+            "fix-verified": " · FIX VERIFIED",
+            "fix-failed": " · FIX FAILED" + (f": {why}" if why else ""),
+            "cancelled": " · fix check cancelled",
+        }.get(fix, " · no fix check")
+        return (
+            f"REPRODUCED: matched {matched}{fix_text}{took_s}",
+            "-bad" if fix == "fix-failed" else "-good",
+        )
     if status == "not-reproduced":
         instead = ", ".join(outcome.matched_instead)
         why = f"; the output matched {instead} instead" if instead else ""
@@ -58,8 +62,11 @@ def verdict_of(outcome: Outcome, cancelled: bool = False) -> tuple[str, str]:
 
 def describe_environment(env: Environment) -> str:
     gpu = env.gpu
-    where = f"{gpu.name} ×{gpu.count}, driver {gpu.driver}" if gpu is not None else \
-        "no GPU" + (f": {env.gpu_reason}" if env.gpu_reason else "")
+    where = (
+        f"{gpu.name} ×{gpu.count}, driver {gpu.driver}"
+        if gpu is not None
+        else "no GPU" + (f": {env.gpu_reason}" if env.gpu_reason else "")
+    )
     if env.torch:
         torch = f"torch {env.torch}" + (f", CUDA {env.cuda}" if env.cuda else " (CPU build)")
     else:
@@ -90,7 +97,9 @@ class RunPanel(Vertical):
             yield Button("Run", id="run-start", variant="primary", compact=True)
             yield Button("Cancel", id="run-cancel", variant="error", compact=True, disabled=True)
         yield Static("", id="run-verdict", markup=False)
-        yield RichLog(id="run-log", max_lines=5000, min_width=20, wrap=True, markup=False, highlight=False)
+        yield RichLog(
+            id="run-log", max_lines=5000, min_width=20, wrap=True, markup=False, highlight=False
+        )
 
     def on_mount(self) -> None:
         self.query_one("#run-verdict").display = False
@@ -99,8 +108,11 @@ class RunPanel(Vertical):
         if self.running:
             return
         self.entry = entry
-        text = "No entry selected." if entry is None else (
-            f"{entry.id}: no repro" if entry.repro is None else f"{entry.id}")
+        text = (
+            "No entry selected."
+            if entry is None
+            else (f"{entry.id}: no repro" if entry.repro is None else f"{entry.id}")
+        )
         self.query_one("#run-target", Static).update(text)
         self.query_one("#run-start", Button).disabled = entry is None or entry.repro is None
 
@@ -112,8 +124,15 @@ class RunPanel(Vertical):
         banner.display = True
 
     # ------------------------------------------------------------------ running
-    def start(self, entry: Entry, kb: KnowledgeBase, get_environment: Callable[[], Environment],
-              verifier: Verifier, trust: bool = False, python: str = sys.executable) -> bool:
+    def start(
+        self,
+        entry: Entry,
+        kb: KnowledgeBase,
+        get_environment: Callable[[], Environment],
+        verifier: Verifier,
+        trust: bool = False,
+        python: str = sys.executable,
+    ) -> bool:
         if self.running:
             return False
         self.set_target(entry)
@@ -123,14 +142,24 @@ class RunPanel(Vertical):
         self._cancel = threading.Event()
         log = self.query_one("#run-log", RichLog)
         log.clear()
-        log.write(Text(f"$ kb verify {entry.id}" + ("  (trusted local entry)" if trust else ""), style="bold"))
+        log.write(
+            Text(
+                f"$ kb verify {entry.id}" + ("  (trusted local entry)" if trust else ""),
+                style="bold",
+            )
+        )
         self._banner(f"RUNNING {entry.id}… (c or esc cancels)", "-running")
         self.query_one("#run-start", Button).disabled = True
         self.query_one("#run-cancel", Button).disabled = False
         self._flush_timer = self.set_interval(0.05, self._flush)
         cancel = self._cancel
-        self.run_worker(lambda: self._work(entry, kb, get_environment, verifier, trust, python, cancel),
-                        thread=True, group="repro", exclusive=True, exit_on_error=False)
+        self.run_worker(
+            lambda: self._work(entry, kb, get_environment, verifier, trust, python, cancel),
+            thread=True,
+            group="repro",
+            exclusive=True,
+            exit_on_error=False,
+        )
         return True
 
     def cancel(self) -> bool:
@@ -140,8 +169,16 @@ class RunPanel(Vertical):
         self._lines.append("^C cancelling…")
         return True
 
-    def _work(self, entry: Entry, kb: KnowledgeBase, get_environment: Callable[[], Environment],
-              verifier: Verifier, trust: bool, python: str, cancel: threading.Event) -> None:
+    def _work(
+        self,
+        entry: Entry,
+        kb: KnowledgeBase,
+        get_environment: Callable[[], Environment],
+        verifier: Verifier,
+        trust: bool,
+        python: str,
+        cancel: threading.Event,
+    ) -> None:
         outcome: Outcome
         t0 = time.monotonic()
         try:
@@ -151,14 +188,29 @@ class RunPanel(Vertical):
             self._lines.append(self._env_line)
             if cancel.is_set():
                 raise _Cancelled()
-            outcome = verifier.verify_entry(entry, kb, env, python=python, on_line=self._lines.append,
-                                            cancel=cancel, trust=trust)
+            outcome = verifier.verify_entry(
+                entry,
+                kb,
+                env,
+                python=python,
+                on_line=self._lines.append,
+                cancel=cancel,
+                trust=trust,
+            )
         except _Cancelled:
-            outcome = Outcome(entry.id, "cancelled", detail="cancelled before the repro started",
-                              duration_s=time.monotonic() - t0)
+            outcome = Outcome(
+                entry.id,
+                "cancelled",
+                detail="cancelled before the repro started",
+                duration_s=time.monotonic() - t0,
+            )
         except Exception as e:  # the UI reports it; it must not take the app down
-            outcome = Outcome(entry.id, "error", detail=f"{e.__class__.__name__}: {e}",
-                              duration_s=time.monotonic() - t0)
+            outcome = Outcome(
+                entry.id,
+                "error",
+                detail=f"{e.__class__.__name__}: {e}",
+                duration_s=time.monotonic() - t0,
+            )
         try:
             self.app.call_from_thread(self._done, outcome, cancel.is_set())
         except RuntimeError:  # the app closed while the repro ran
@@ -181,7 +233,9 @@ class RunPanel(Vertical):
         log.write(Text(f"── repro (exit code {outcome.exit_code}) ──", style="bold"))
         matched = [m.rstrip(".") for m in outcome.lines]
         for line in (outcome.output or "").splitlines():
-            hit = any(m and line.strip().startswith(m) for m in matched)  # the lines the signatures matched
+            hit = any(
+                m and line.strip().startswith(m) for m in matched
+            )  # the lines the signatures matched
             log.write(Text(line, style="bold underline" if hit else ""))
         log.write(Text(f"── fix check (exit code {outcome.fix_exit_code}) ──", style="bold"))
         for line in (outcome.fix_output or "").splitlines():
@@ -204,7 +258,9 @@ class RunPanel(Vertical):
         if detail and detail not in text:
             log.write(Text(detail))
         self.query_one("#run-cancel", Button).disabled = True
-        self.query_one("#run-start", Button).disabled = self.entry is None or self.entry.repro is None
+        self.query_one("#run-start", Button).disabled = (
+            self.entry is None or self.entry.repro is None
+        )
         self.post_message(self.Finished(outcome, cancelled))
 
 

@@ -8,7 +8,7 @@ Nothing here imports Textual.
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from kb import (
     Entry,
@@ -31,8 +31,18 @@ class Verifier:
         """(torch version, its CUDA, why not) as the repro interpreter sees them; seconds."""
         return probe_torch(python)
 
-    def verify_entry(self, entry: Entry, kb: KnowledgeBase, env: Environment, *, python: str,
-                     on_line: Callable[[str], None], cancel: threading.Event, trust: bool) -> Outcome:
+    def verify_entry(
+        self,
+        entry: Entry,
+        kb: KnowledgeBase,
+        env: Environment,
+        *,
+        python: str,
+        on_line: Callable[[str], None],
+        cancel: threading.Event,
+        trust: bool,
+    ) -> Outcome:
         """Run the repro, then its fix check; blocks until both end, time out or are cancelled."""
-        return verify_entry(entry, kb, env, python=python, on_line=on_line, cancel=cancel, trust=trust,
-                            run_fix=True)
+        return verify_entry(
+            entry, kb, env, python=python, on_line=on_line, cancel=cancel, trust=trust, run_fix=True
+        )

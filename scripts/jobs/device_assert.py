@@ -4,9 +4,8 @@ collective and is terminated by torchrun. The root cause is rank 1's assertion."
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.distributed.elastic.multiprocessing.errors import record
-
 from jobcommon import init, say
+from torch.distributed.elastic.multiprocessing.errors import record
 
 
 @record

@@ -57,7 +57,9 @@ def _dump_on_failure() -> None:
     each rank writes its own dump where NCCL would (TORCH_FR_DUMP_TEMP_FILE or
     TORCH_NCCL_DEBUG_INFO_TEMP_FILE + global rank) when it is terminated or dies of an
     exception, so the CPU jobs leave the same evidence as the GPU ones."""
-    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get(
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
+    )
     if not prefix:
         return
     path = f"{prefix}{dist.get_rank()}"

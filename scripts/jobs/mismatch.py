@@ -6,11 +6,10 @@ import os
 
 os.environ.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")  # read when the group is created
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
-
-from jobcommon import init, say  # noqa: E402
+import torch
+import torch.distributed as dist
+from jobcommon import init, say
+from torch.distributed.elastic.multiprocessing.errors import record
 
 
 @record

@@ -3,9 +3,8 @@ a bounded number of times); rank 0 waits in a collective and is terminated by to
 
 import torch
 import torch.distributed as dist
-from torch.distributed.elastic.multiprocessing.errors import record
-
 from jobcommon import init, say
+from torch.distributed.elastic.multiprocessing.errors import record
 
 BLOCK = 2 << 30
 

@@ -7,9 +7,8 @@ import signal
 
 import torch
 import torch.distributed as dist
-from torch.distributed.elastic.multiprocessing.errors import record
-
 from jobcommon import init, say
+from torch.distributed.elastic.multiprocessing.errors import record
 
 
 @record

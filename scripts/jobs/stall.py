@@ -5,9 +5,8 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch.distributed.elastic.multiprocessing.errors import record
-
 from jobcommon import TIMEOUT_S, init, say
+from torch.distributed.elastic.multiprocessing.errors import record
 
 
 @record

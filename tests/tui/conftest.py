@@ -45,11 +45,26 @@ def fake_kb():
     # Paths shown on screen (the local-entry confirmation names the file) are made the same in
     # every checkout, so the snapshots are stable without copying the fixtures to a shared place.
     entries = [replace(e, path=f"/home/you/kb-entries/{Path(e.path).name}") for e in loaded.entries]
-    kb = KnowledgeBase(entries, loaded.problems, content_hash=loaded.content_hash, warnings=loaded.warnings)
-    kb.evidence = {"fake-illegal-access": [Evidence(
-        entry="fake-illegal-access", status="reproduced", fix_status="fix-verified",
-        gpu="NVIDIA H100 80GB HBM3", gpu_memory_mib=81559, driver="570.86.15", cuda="12.8",
-        torch="2.8.0+cu128", date="2026-01-15", duration_s=2.5, matched=(ILLEGAL,))]}
+    kb = KnowledgeBase(
+        entries, loaded.problems, content_hash=loaded.content_hash, warnings=loaded.warnings
+    )
+    kb.evidence = {
+        "fake-illegal-access": [
+            Evidence(
+                entry="fake-illegal-access",
+                status="reproduced",
+                fix_status="fix-verified",
+                gpu="NVIDIA H100 80GB HBM3",
+                gpu_memory_mib=81559,
+                driver="570.86.15",
+                cuda="12.8",
+                torch="2.8.0+cu128",
+                date="2026-01-15",
+                duration_s=2.5,
+                matched=(ILLEGAL,),
+            )
+        ]
+    }
     return kb
 
 
@@ -58,18 +73,26 @@ def gpu():
     """A machine with one H100 and a CUDA torch: fixed, so no probe runs in the tests."""
     from kb import Environment, GpuInfo
 
-    return Environment(python="/opt/venv/bin/python",
-                       gpu=GpuInfo("NVIDIA H100 80GB HBM3", 81559, 81559 - 1234, "570.86.15", 1, "9.0"),
-                       torch="2.8.0+cu128", cuda="12.8")
+    return Environment(
+        python="/opt/venv/bin/python",
+        gpu=GpuInfo("NVIDIA H100 80GB HBM3", 81559, 81559 - 1234, "570.86.15", 1, "9.0"),
+        torch="2.8.0+cu128",
+        cuda="12.8",
+    )
 
 
 @pytest.fixture
 def no_gpu_env():
     from kb import Environment
 
-    return Environment(python="/opt/venv/bin/python",
-                       gpu=None, gpu_reason="no NVIDIA driver? (NVML: NVML Shared Library Not Found)",
-                       torch="", cuda="", torch_error="ModuleNotFoundError: No module named 'torch'")
+    return Environment(
+        python="/opt/venv/bin/python",
+        gpu=None,
+        gpu_reason="no NVIDIA driver? (NVML: NVML Shared Library Not Found)",
+        torch="",
+        cuda="",
+        torch_error="ModuleNotFoundError: No module named 'torch'",
+    )
 
 
 async def settle(pilot, until=None, timeout: float = 15.0) -> None:

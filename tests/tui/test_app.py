@@ -64,7 +64,12 @@ def test_browse_lists_every_entry_and_filters(fake_kb, gpu):
         app = create_app(kb=fake_kb, environment=gpu)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
-            assert option_ids(app) == ["fake-gpu-oom", "fake-hang", "fake-illegal-access", "fake-local-entry"]
+            assert option_ids(app) == [
+                "fake-gpu-oom",
+                "fake-hang",
+                "fake-illegal-access",
+                "fake-local-entry",
+            ]
             assert app.query_one(ResultsList).border_title == "Entries (4)"
             await pilot.press("slash", *"hang")
             assert isinstance(app.focused, Input)
@@ -81,7 +86,9 @@ def test_paste_gives_results_and_detail(fake_kb, gpu):
         app = create_app(kb=fake_kb, environment=gpu)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
-            assert isinstance(app.focused, ResultsList)  # keys work at once; a paste still lands in the box
+            assert isinstance(
+                app.focused, ResultsList
+            )  # keys work at once; a paste still lands in the box
             await pilot.press("i")
             area = app.query_one("#paste", TextArea)
             assert app.focused is area
@@ -93,10 +100,20 @@ def test_paste_gives_results_and_detail(fake_kb, gpu):
             assert "line 2  " + ILLEGAL in text
             assert "signature torch-modern" in text
             assert "Causes (most likely first)" in text and "Mask every load and store" in text
-            assert "NVIDIA H100 80GB HBM3: reproduced, fix verified" in text  # the evidence, per GPU
+            assert (
+                "NVIDIA H100 80GB HBM3: reproduced, fix verified" in text
+            )  # the evidence, per GPU
             # the order a person needs: what happened, the fix, causes, ..., the matched line, evidence
-            order = ["fake-illegal-access · fake · high confidence", "a kernel touched memory",
-                     "Try first", "Causes", "Diagnostics", "Other fixes", "Matched", "Verified on"]
+            order = [
+                "fake-illegal-access · fake · high confidence",
+                "a kernel touched memory",
+                "Try first",
+                "Causes",
+                "Diagnostics",
+                "Other fixes",
+                "Matched",
+                "Verified on",
+            ]
             at = [text.index(s) for s in order]
             assert at == sorted(at), list(zip(order, at, strict=True))
             # the OOM arithmetic of the log comes straight after what happened
@@ -104,7 +121,11 @@ def test_paste_gives_results_and_detail(fake_kb, gpu):
             await settle(pilot)
             assert option_ids(app) == ["fake-gpu-oom"]
             text = detail_text(app)
-            assert text.index("Diagnosis of this log") < text.index("Try first") < text.index("Matched")
+            assert (
+                text.index("Diagnosis of this log")
+                < text.index("Try first")
+                < text.index("Matched")
+            )
             assert re.search(r"requested\s+20\.00 GiB", text)
             assert "in the log  requested=20.00 GiB" in text
             # nothing matches: the list and the detail say so; no suggestion is opened as the answer
@@ -159,10 +180,21 @@ def test_every_action_has_a_key_in_the_footer_wherever_the_focus_is(fake_kb, gpu
             shown = footer_keys(app)
             assert idle - {"focus_paste"} <= set(shown) | {"focus_paste"} and "focus_paste" in shown
             assert shown["quit"] in ("q", "^q") and shown["run"] == "r" and shown["copy_fix"] == "y"
-            await pilot.press("i")  # typing: letters type, so the footer names the keys that still work
+            await pilot.press(
+                "i"
+            )  # typing: letters type, so the footer names the keys that still work
             shown = footer_keys(app)
-            assert {a: shown.get(a) for a in ("quit", "help", "run", "copy_fix", "focus_filter", "escape")} == {
-                "quit": "^q", "help": "f1", "run": "f5", "copy_fix": "^o", "focus_filter": "^f", "escape": "esc"}
+            assert {
+                a: shown.get(a)
+                for a in ("quit", "help", "run", "copy_fix", "focus_filter", "escape")
+            } == {
+                "quit": "^q",
+                "help": "f1",
+                "run": "f5",
+                "copy_fix": "^o",
+                "focus_filter": "^f",
+                "escape": "esc",
+            }
             await pilot.press("q")
             assert app.is_running and app.query_one("#paste", TextArea).text.endswith("q")
             await pilot.press("ctrl+f")
@@ -201,7 +233,9 @@ def test_typing_is_debounced_into_one_lookup(fake_kb, gpu, monkeypatch):
         return real(self, text, **kw)
 
     monkeypatch.setattr(tui_app.Engine, "lookup", counting)
-    monkeypatch.setattr(tui_app, "DEBOUNCE_S", 0.6)  # a loaded test machine can be slow between keys
+    monkeypatch.setattr(
+        tui_app, "DEBOUNCE_S", 0.6
+    )  # a loaded test machine can be slow between keys
 
     async def go():
         app = create_app(kb=fake_kb, environment=gpu)
@@ -240,7 +274,11 @@ def test_run_repro_streams_then_verdict_and_fix(fake_kb, gpu, no_gpu_env):
 
 def test_cancel_kills_a_running_repro(fake_kb, gpu, no_gpu_env):
     async def go():
-        app = create_app(kb=fake_kb, environment=no_gpu_env, text="Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)")
+        app = create_app(
+            kb=fake_kb,
+            environment=no_gpu_env,
+            text="Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)",
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             assert option_ids(app) == ["fake-hang"]
@@ -248,7 +286,9 @@ def test_cancel_kills_a_running_repro(fake_kb, gpu, no_gpu_env):
             panel = app.query_one(RunPanel)
             await settle(pilot, until=lambda: "waiting for the other ranks" in log_text(app))
             assert panel.running
-            shown = footer_keys(app)  # while it runs, the footer offers to stop it, not to start another
+            shown = footer_keys(
+                app
+            )  # while it runs, the footer offers to stop it, not to start another
             assert shown.get("cancel") in ("c", "f5") and "run" not in shown
             await pilot.press("c")
             await settle(pilot, until=lambda: not panel.running, timeout=10)
@@ -282,15 +322,30 @@ def test_status_line_fits_and_says_what_was_checked(fake_kb):
 
     two = GpuInfo("NVIDIA H200", 143771, 140000, "575.51.03", 2, "9.0")
     env = Environment(gpu=two, torch="2.8.0+cu128", cuda="12.8")
-    assert str(status_line(env, True, 118)) == ("GPU NVIDIA H200 (+1 more) · 3.7/140.4 GiB used · driver 575.51.03"
-                                                "  ·  torch 2.8.0+cu128 (CUDA 12.8) runs the repros")
-    assert str(status_line(env, True, 76)) == "GPU H200 ×2 · 3.7/140.4 GiB · torch 2.8.0+cu128 (CUDA 12.8) runs the repros"
-    assert str(status_line(env, True, 60)) == "GPU H200 ×2 · 3.7/140.4 GiB · torch 2.8.0+cu128 (CUDA 12.8)"
+    assert str(status_line(env, True, 118)) == (
+        "GPU NVIDIA H200 (+1 more) · 3.7/140.4 GiB used · driver 575.51.03"
+        "  ·  torch 2.8.0+cu128 (CUDA 12.8) runs the repros"
+    )
+    assert (
+        str(status_line(env, True, 76))
+        == "GPU H200 ×2 · 3.7/140.4 GiB · torch 2.8.0+cu128 (CUDA 12.8) runs the repros"
+    )
+    assert (
+        str(status_line(env, True, 60))
+        == "GPU H200 ×2 · 3.7/140.4 GiB · torch 2.8.0+cu128 (CUDA 12.8)"
+    )
     assert str(status_line(env, False, 76)).endswith("torch: checking…")
     cpu_torch = Environment(gpu=None, gpu_reason="NVML found no GPU", torch="2.8.0", cuda="")
-    assert str(status_line(cpu_torch, True, 76)) == "No NVIDIA GPU found · torch 2.8.0 (CPU build): only CPU repros run"
-    no_nvml = Environment(gpu=None, gpu_reason="NVML unavailable (the nvidia-ml-py package is not installed)")
-    assert str(status_line(no_nvml, True, 76)).startswith("GPU unknown: nvidia-ml-py is not installed")
+    assert (
+        str(status_line(cpu_torch, True, 76))
+        == "No NVIDIA GPU found · torch 2.8.0 (CPU build): only CPU repros run"
+    )
+    no_nvml = Environment(
+        gpu=None, gpu_reason="NVML unavailable (the nvidia-ml-py package is not installed)"
+    )
+    assert str(status_line(no_nvml, True, 76)).startswith(
+        "GPU unknown: nvidia-ml-py is not installed"
+    )
     for width in (20, 40, 60, 76):
         for e in (env, cpu_torch, no_nvml):
             assert len(str(status_line(e, True, width))) <= width
@@ -333,7 +388,9 @@ def test_machine_is_probed_in_a_worker_not_on_the_event_loop(fake_kb):
             assert "torch: checking" in str(status.render())
             release.set()
             await settle(pilot, until=lambda: status.torch_known)
-            assert "torch not installed" in str(status.render()) or "no torch" in str(status.render())
+            assert "torch not installed" in str(status.render()) or "no torch" in str(
+                status.render()
+            )
         assert seen == ["gpu in worker", "torch in worker"]
 
     run(go())
@@ -341,7 +398,9 @@ def test_machine_is_probed_in_a_worker_not_on_the_event_loop(fake_kb):
 
 def test_local_entry_asks_before_running(fake_kb, gpu, no_gpu_env):
     async def go():
-        app = create_app(kb=fake_kb, environment=no_gpu_env, text="MyTeamOpError: custom op fused_gelu failed")
+        app = create_app(
+            kb=fake_kb, environment=no_gpu_env, text="MyTeamOpError: custom op fused_gelu failed"
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot)
             assert option_ids(app) == ["fake-local-entry"]
@@ -390,15 +449,26 @@ def test_copy_fix_and_help(fake_kb, gpu):
 def test_big_file_is_looked_up_whole_but_shown_as_tail(fake_kb, gpu, monkeypatch, tmp_path):
     monkeypatch.setattr(tui_app, "MAX_AREA_CHARS", 2000)
     log = tmp_path / "train.log.gz"
-    log.write_bytes(gzip.compress((ILLEGAL + "\n" + "".join(f"step {i} loss 0.1\n" for i in range(500))).encode()))
+    log.write_bytes(
+        gzip.compress(
+            (ILLEGAL + "\n" + "".join(f"step {i} loss 0.1\n" for i in range(500))).encode()
+        )
+    )
 
     async def go():
         app = create_app(kb=fake_kb, environment=gpu, log=log)
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot, until=lambda: app.result is not None)
             area = app.query_one("#paste", TextArea)
-            assert len(area.text) <= 2000 and ILLEGAL not in area.text and area.text.startswith("step ")
-            assert str(area.border_subtitle).startswith("tail of ") and area.border_title == "train.log.gz"
+            assert (
+                len(area.text) <= 2000
+                and ILLEGAL not in area.text
+                and area.text.startswith("step ")
+            )
+            assert (
+                str(area.border_subtitle).startswith("tail of ")
+                and area.border_title == "train.log.gz"
+            )
             assert option_ids(app) == ["fake-illegal-access"]
             assert app.result.lines_scanned == 501
             # typing over the tail makes the typed text the input
@@ -413,7 +483,9 @@ def test_piped_log_is_read_in_a_worker_and_looked_up_whole(fake_kb, gpu):
     body = "".join(f"step {i}\n" for i in range(20000)) + OOM_LOG
 
     async def go():
-        app = create_app(kb=fake_kb, environment=gpu, stream=io.BytesIO(gzip.compress(body.encode())))
+        app = create_app(
+            kb=fake_kb, environment=gpu, stream=io.BytesIO(gzip.compress(body.encode()))
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await settle(pilot, until=lambda: app.result is not None and not app._streaming)
             await settle(pilot)
@@ -428,7 +500,9 @@ def test_piped_log_is_read_in_a_worker_and_looked_up_whole(fake_kb, gpu):
 
 def test_a_cut_short_gzip_gives_words_and_what_could_be_read(fake_kb, gpu, tmp_path):
     log = tmp_path / "killed.log.gz"
-    whole = gzip.compress((OOM_LOG + "".join(f"step {i} loss {i * 7 % 101}\n" for i in range(50000))).encode())
+    whole = gzip.compress(
+        (OOM_LOG + "".join(f"step {i} loss {i * 7 % 101}\n" for i in range(50000))).encode()
+    )
     log.write_bytes(whole[: len(whole) // 2])
 
     async def go():
@@ -512,22 +586,46 @@ def no_probe_env():
 
 
 def test_kb_never_imports_tui():
-    code = ("import sys, kb.cli, kb.engine, kb.verify, kb.render, kb.report; "
-            "print([m for m in sys.modules if m.split('.')[0] in ('tui', 'textual')])")
+    code = (
+        "import sys, kb.cli, kb.engine, kb.verify, kb.render, kb.report; "
+        "print([m for m in sys.modules if m.split('.')[0] in ('tui', 'textual')])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("status,fix,cls", [
-    ("reproduced", "fix-failed", "-bad"), ("not-reproduced", "", "-bad"), ("timeout", "", "-bad"),
-    ("error", "", "-bad"), ("skipped", "", "-neutral"), ("cancelled", "", "-neutral")])
+@pytest.mark.parametrize(
+    "status,fix,cls",
+    [
+        ("reproduced", "fix-failed", "-bad"),
+        ("not-reproduced", "", "-bad"),
+        ("timeout", "", "-bad"),
+        ("error", "", "-bad"),
+        ("skipped", "", "-neutral"),
+        ("cancelled", "", "-neutral"),
+    ],
+)
 def test_verdict_banner_classes(status, fix, cls):
     from kb import Outcome
     from tui.run_panel import verdict_of
 
-    o = Outcome("e", status, fix, duration_s=1.0, detail="why; because", matched=("sig",),
-                matched_instead=("other-entry",))
+    o = Outcome(
+        "e",
+        status,
+        fix,
+        duration_s=1.0,
+        detail="why; because",
+        matched=("sig",),
+        matched_instead=("other-entry",),
+    )
     text, got = verdict_of(o)
     assert got == cls
-    assert text.split(":")[0].split(" ")[0] in ("REPRODUCED", "NOT", "TIMED", "ERROR", "SKIPPED", "CANCELLED")
+    assert text.split(":")[0].split(" ")[0] in (
+        "REPRODUCED",
+        "NOT",
+        "TIMED",
+        "ERROR",
+        "SKIPPED",
+        "CANCELLED",
+    )

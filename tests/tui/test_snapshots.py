@@ -16,7 +16,12 @@ from tui.run_panel import RunPanel
 from tui.verifier import Verifier
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
-MIXED_LOG = OOM_LOG + "During handling of the above exception, another exception occurred:\n" + ILLEGAL + "\n"
+MIXED_LOG = (
+    OOM_LOG
+    + "During handling of the above exception, another exception occurred:\n"
+    + ILLEGAL
+    + "\n"
+)
 
 
 NO_MATCH_TEXT = "watchdog operation timeout in the collective allreduce of the ranks"
@@ -31,10 +36,20 @@ class StubVerify(Verifier):
         out = "step 1: launching kernel\n" + ILLEGAL
         for line in out.splitlines():
             on_line(line)
-        return Outcome(entry.id, "reproduced", "fix-verified", duration_s=1.5, output=out,
-                       matched=("torch-modern",), lines=(ILLEGAL,), exit_code=1, fix_output="step 1: launching kernel with a mask\nok",
-                       fix_exit_code=0, detail="matched torch-modern; exit code 1; fix_check exit code 0, "
-                                               "entry no longer matched")
+        return Outcome(
+            entry.id,
+            "reproduced",
+            "fix-verified",
+            duration_s=1.5,
+            output=out,
+            matched=("torch-modern",),
+            lines=(ILLEGAL,),
+            exit_code=1,
+            fix_output="step 1: launching kernel with a mask\nok",
+            fix_exit_code=0,
+            detail="matched torch-modern; exit code 1; fix_check exit code 0, "
+            "entry no longer matched",
+        )
 
 
 def still(*keys, until=None):
@@ -49,12 +64,15 @@ def still(*keys, until=None):
         for w in pilot.app.query(Input).results():
             w.cursor_blink = False
         await pilot.pause()
+
     return before
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_browse(snap_compare, fake_kb, gpu, size):
-    assert snap_compare(create_app(kb=fake_kb, environment=gpu), terminal_size=size, run_before=still())
+    assert snap_compare(
+        create_app(kb=fake_kb, environment=gpu), terminal_size=size, run_before=still()
+    )
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -102,11 +120,15 @@ def test_no_gpu_skipped(snap_compare, fake_kb, no_gpu_env):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_help(snap_compare, fake_kb, gpu, size):
-    assert snap_compare(create_app(kb=fake_kb, environment=gpu), terminal_size=size, run_before=still("f1"))
+    assert snap_compare(
+        create_app(kb=fake_kb, environment=gpu), terminal_size=size, run_before=still("f1")
+    )
 
 
 def test_confirm_local(snap_compare, fake_kb, no_gpu_env):
-    app = create_app(kb=fake_kb, environment=no_gpu_env, text="MyTeamOpError: custom op rope failed")
+    app = create_app(
+        kb=fake_kb, environment=no_gpu_env, text="MyTeamOpError: custom op rope failed"
+    )
     assert snap_compare(app, terminal_size=(80, 24), run_before=still("r"))
 
 
