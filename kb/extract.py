@@ -75,6 +75,19 @@ TRIGGERS = (
     b"wasn't built",
     b"only supports",
     b"no devices were found",
+    # Compile, autograd, checkpoint, host-memory and loader lines that hold none of the above.
+    b"graph break",
+    b"torch._dynamo hit",
+    b"did not receive grad",
+    b"missing",
+    b"oom-kill",
+    b"tcache",
+    b"exited with code",
+    b"glibc",
+    b"not found",
+    b"unexpected",
+    b"incompatible",
+    b"is required",
 )
 EXACT_TRIGGERS = (b"CUDA",)
 

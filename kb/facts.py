@@ -100,7 +100,8 @@ _LEGACY_RT = _Lazy(
 # glog CHECK macros (Caffe, many C++ extensions): "Check failed: error == cudaSuccess (77 vs. 0)  text"
 _CHECK_EQ = _Lazy(r"cudaSuccess \((?P<code>\d+) vs\. 0\)\s*(?P<text>[^\n]*?)\s*$")
 _THC_CHECK = _Lazy(
-    r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)\s*:\s*(?P<text>.+?)\s*$"
+    # The text may be missing: logs cut after "error=N :", or the text wrapped onto the next line.
+    r"THCudaCheck FAIL file=(?P<file>\S+) line=(?P<line>\d+) error=(?P<code>\d+)(?:\s*:\s*(?P<text>.*?))?\s*$"
 )
 _CUDA_NUM = _Lazy(r"\bcuda(?: runtime| driver)? error(?: code)?\s*[:=(#]?\s*(?P<code>\d+)\b", re.I)
 _BARE_CODE = _Lazy(
@@ -191,8 +192,8 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
         elif "vs. 0)" in t and "cudaSuccess" in t:
             m = _CHECK_EQ.search(t)
         if m:
-            value, text = int(m.group("code")), m.group("text").strip()
-            interp = _interpretations(value, text)
+            value, text = int(m.group("code")), (m.group("text") or "").strip()
+            interp = _interpretations(value, text or None)
             api = interp[0]["api"] if len(interp) == 1 else "unknown"
             name = interp[0]["name"] if len(interp) == 1 else ""
             add_code(value, api, name, text, ln, interp or _interpretations(value, None))
