@@ -63,6 +63,7 @@ def open_log(path: str | os.PathLike[str]) -> BinaryIO:
     fh = open(Path(path), "rb")
     if fh.read(2) == b"\x1f\x8b":
         fh.seek(0)
+        # GzipFile has every method of BinaryIO; typeshed just does not declare it one.
         return gzip.open(fh)  # type: ignore[return-value]
     fh.seek(0)
     return fh

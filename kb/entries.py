@@ -20,6 +20,7 @@ from .model import Code, Entry, NearMiss, Problem, Program, Repro, Requirements,
 from .paths import entry_files
 from .regex_literal import backtracking_risk, leading_literal, required_literal
 
+_Loader: type[yaml.CSafeLoader] | type[yaml.SafeLoader]
 try:
     _Loader = yaml.CSafeLoader  # about 8x faster than the pure-Python loader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
@@ -123,7 +124,7 @@ def load_file(
             raw = path.read_bytes()
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
+        line = e.object[: e.start].count(b"\n") + 1  # e.object: the bytes being decoded
         return None, [
             problem(
                 "KB001", f"invalid UTF-8 at byte {e.start}", line, hint="save the file as UTF-8"

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from . import exit_codes
 from .render import Style, use_color
@@ -49,7 +50,7 @@ def run_command(args) -> int:
     from .runner import run
 
     env, added = evidence_env(dict(os.environ), run_dir)
-    record = {
+    record: dict[str, Any] = {  # kb-run.json
         "argv": argv,
         "cwd": os.getcwd(),
         "run_dir": run_dir,

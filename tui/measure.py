@@ -46,6 +46,7 @@ async def measure(rounds: int) -> dict[str, float]:
     app = tui_app.create_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
+        assert app.mounted_at is not None  # on_mount has run once the pilot is up
         out["mount_ms"] = (app.mounted_at - app._created) * 1000
         while app.ready_at is None or app.kb_ready_at is None:
             await asyncio.sleep(0.002)
@@ -55,7 +56,8 @@ async def measure(rounds: int) -> dict[str, float]:
         out["usable_total_ms"] = T_IMPORT * 1000 + max(out["first_frame_ms"], out["entries_ms"])
         area = app.query_one("#paste", TextArea)
         for name, text in (("one_line", ONE_LINE), ("log_10k_lines", big_log(10_000))):
-            results, lookups = [], []
+            results: list[float] = []
+            lookups: list[float] = []
             for i in range(rounds):
                 app.last_result_ms = None
                 area.load_text(text + "\n" * (i % 2))  # a change every round
