@@ -17,7 +17,7 @@ from . import __version__, paths
 from .model import Entry, Evidence, Problem
 from .paths import entry_files, evidence_files
 
-_CACHE_FORMAT = 4
+_CACHE_FORMAT = 5  # the pickled shapes; 5: typed causes, diagnostics, fixes, references
 
 
 @dataclass

@@ -83,17 +83,18 @@ def entry_dict(entry: Entry, evs: list[Evidence] | None = None) -> dict[str, Any
             {"id": s.id, "pattern": s.pattern, "era": s.era, "weight": s.weight}
             for s in entry.signatures
         ],
-        "causes": list(entry.causes),
-        "diagnostics": list(entry.diagnostics),
-        "fixes": list(entry.fixes),
+        # Every field of every record, empty when the entry leaves it out.
+        "causes": [asdict(c) for c in entry.causes],
+        "diagnostics": [asdict(x) for x in entry.diagnostics],
+        "fixes": [asdict(f) for f in entry.fixes],
         "repro": None,
         "fix_check": None,
-        "not_reproducible": list(entry.not_reproducible),
+        "not_reproducible": [asdict(n) for n in entry.not_reproducible],
         "examples": {
             "match": list(entry.examples_match),
             "no_match": [{"text": n.text, "belongs": n.belongs} for n in entry.examples_no_match],
         },
-        "references": list(entry.references),
+        "references": [asdict(r) for r in entry.references],
         "verification": [asdict(e) for e in (evs or [])],
     }
     if entry.repro:
@@ -133,29 +134,26 @@ def entry_markdown(entry: Entry, evs: list[Evidence] | None = None) -> str:
         ]
     out += ["### Causes (most likely first)", ""]
     for i, c in enumerate(entry.causes, 1):
-        out.append(f"{i}. **{c['title']}**: {c['detail'].strip()}")
-        if c.get("evidence"):
-            out.append(f"   *Tells it apart:* {c['evidence'].strip()}")
+        out.append(f"{i}. **{c.title}**: {c.detail.strip()}")
+        if c.evidence:
+            out.append(f"   *Tells it apart:* {c.evidence.strip()}")
     out += ["", "### Diagnostics", ""]
     for d in entry.diagnostics:
-        out += [
-            f"- {d['title']}: `{d['command']}`"
-            + (f" ({d['tells'].strip()})" if d.get("tells") else "")
-        ]
+        out += [f"- {d.title}: `{d.command}`" + (f" ({d.tells.strip()})" if d.tells else "")]
     out += ["", "### Fixes", ""]
     for f in entry.fixes:
-        out.append(f"- **{f['title']}**" + (f": {f['detail'].strip()}" if f.get("detail") else ""))
-        if f.get("code"):
+        out.append(f"- **{f.title}**" + (f": {f.detail.strip()}" if f.detail else ""))
+        if f.code:
             out += [
                 "",
-                f"  ```{f.get('lang', 'python')}",
-                *("  " + ln for ln in f["code"].rstrip().splitlines()),
+                f"  ```{f.lang}",
+                *("  " + ln for ln in f.code.rstrip().splitlines()),
                 "  ```",
             ]
     out += ["", "### Verification", "", evidence_line(evs or [])]
     if entry.references:
         out += ["", "### References", ""]
-        out += [f"- [{r.get('title', r['url'])}]({r['url']})" for r in entry.references]
+        out += [f"- [{r.title or r.url}]({r.url})" for r in entry.references]
     return "\n".join(out) + "\n"
 
 
@@ -178,22 +176,23 @@ def console(stream=sys.stdout):
 
 
 def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:
+    from rich.markup import escape as x  # entry text is text: "[rank0]" or "[/\\]" is no markup
     from rich.panel import Panel
     from rich.syntax import Syntax
     from rich.table import Table
 
     con = console(stream)
     head = (
-        f"[bold]{entry.title}[/bold]\n[dim]{entry.id} · {entry.area}"
+        f"[bold]{x(entry.title)}[/bold]\n[dim]{x(entry.id)} · {x(entry.area)}"
         + (" · local" if entry.local else "")
         + "[/dim]"
     )
-    con.print(Panel(head + "\n\n" + entry.summary.strip(), expand=False))
+    con.print(Panel(head + "\n\n" + x(entry.summary.strip()), expand=False))
     if entry.codes:
         con.print(
             "[bold]Codes[/bold]  "
             + ", ".join(
-                f"{c.api} {c.value}" + (f" ({c.name})" if c.name else "") for c in entry.codes
+                f"{c.api} {c.value}" + (f" ({x(c.name)})" if c.name else "") for c in entry.codes
             )
         )
     sig = Table(title="Wordings", title_justify="left", show_lines=False, box=None, pad_edge=False)
@@ -201,31 +200,31 @@ def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:
     sig.add_column("pattern", overflow="fold")
     sig.add_column("era", style="dim", overflow="fold")
     for s in entry.signatures:
-        sig.add_row(s.id, s.pattern, s.era)
+        sig.add_row(x(s.id), x(s.pattern), x(s.era))
     con.print(sig)
     con.print("\n[bold]Causes[/bold] (most likely first)")
     for i, c in enumerate(entry.causes, 1):
-        con.print(f" {i}. [bold]{c['title']}[/bold]\n    {c['detail'].strip()}")
-        if c.get("evidence"):
-            con.print(f"    [dim]tells it apart:[/dim] {c['evidence'].strip()}")
+        con.print(f" {i}. [bold]{x(c.title)}[/bold]\n    {x(c.detail.strip())}")
+        if c.evidence:
+            con.print(f"    [dim]tells it apart:[/dim] {x(c.evidence.strip())}")
     if entry.diagnostics:
         con.print("\n[bold]Diagnostics[/bold]")
         for d in entry.diagnostics:
-            con.print(f" • {d['title']}")
-            con.print(f"   [green]$ {d['command']}[/green]", markup=True)
-            if d.get("tells"):
-                con.print(f"   [dim]{d['tells'].strip()}[/dim]")
+            con.print(f" • {x(d.title)}")
+            con.print(f"   [green]$ {x(d.command)}[/green]")
+            if d.tells:
+                con.print(f"   [dim]{x(d.tells.strip())}[/dim]")
     con.print("\n[bold]Fixes[/bold] (try the first one first)")
     for i, f in enumerate(entry.fixes, 1):
         con.print(
-            f" {i}. [bold]{f['title']}[/bold]"
-            + (f"\n    {f['detail'].strip()}" if f.get("detail") else "")
+            f" {i}. [bold]{x(f.title)}[/bold]"
+            + (f"\n    {x(f.detail.strip())}" if f.detail else "")
         )
-        if f.get("code"):
+        if f.code:
             con.print(
                 Syntax(
-                    f["code"].rstrip(),
-                    f.get("lang", "python"),
+                    f.code.rstrip(),
+                    f.lang,
                     theme="ansi_dark",
                     background_color="default",
                     padding=(0, 4),
@@ -233,13 +232,13 @@ def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:
             )
     for nr in entry.not_reproducible:
         con.print(
-            f"\n[yellow]Not reproducible today[/yellow] ({nr['signature']}): {nr['reason'].strip()}"
+            f"\n[yellow]Not reproducible today[/yellow] ({x(nr.signature)}): {x(nr.reason.strip())}"
         )
-    con.print("\n[bold]Verification[/bold]  " + evidence_line(evs))
+    con.print("\n[bold]Verification[/bold]  " + x(evidence_line(evs)))
     if entry.references:
         con.print("\n[bold]References[/bold]")
         for r in entry.references:
-            con.print(f" • {r.get('title', '')} {r['url']}".replace("  ", " "))
+            con.print(x(f" • {r.title} {r.url}".replace("  ", " ")))
 
 
 def print_problems(problems: list[Problem], stream=sys.stdout) -> None:

@@ -126,7 +126,7 @@ def diagnosis_text(jl, kb, st: Style, returncode: int, run_dir: str) -> str:
             out.append(f"  line {m.line_number:<6} {m.line[:240]}")
         fix = e.fixes[0] if e.fixes else None
         if fix:
-            out.append("  try first: " + fix["title"])
+            out.append("  try first: " + fix.title)
         out.append(st.dim(f"  kb show {e.id}  for causes and every fix"))
     elif jl.job is None or jl.job.root is None:
         out.append("  no known error in the output")

@@ -142,7 +142,7 @@ def bench_warm() -> None:
 
 def synthetic_kb(n: int):
     from kb.knowledge import KnowledgeBase
-    from kb.model import Entry, Signature
+    from kb.model import Cause, Entry, Signature
     from kb.regex_literal import required_literal
 
     rnd = random.Random(1)
@@ -165,7 +165,7 @@ def synthetic_kb(n: int):
                 tags=("synthetic",),
                 codes=(),
                 signatures=(Signature(id="s", pattern=pat, literal=required_literal(pat)),),
-                causes=({"title": words[2], "detail": " ".join(words[3:])},),
+                causes=(Cause(words[2], " ".join(words[3:])),),
                 diagnostics=(),
                 fixes=(),
                 examples_match=(pat,),
@@ -193,7 +193,7 @@ def bench_synthetic(n: int) -> None:
     assert hit and hit[0].id == f"synthetic-{n // 2}", hit
     t_sig = p50(lambda: lookup_text(msg_sig, kb=kb), 200)
     e = kb.entries[n // 3]
-    msg_ft = f"ValueError: {e.title} happened while {e.causes[0]['title']} {e.causes[0]['detail']}"
+    msg_ft = f"ValueError: {e.title} happened while {e.causes[0].title} {e.causes[0].detail}"
     lookup_text(msg_ft, kb=kb)  # opens the index once
     t_ft = p50(lambda: lookup_text(msg_ft, kb=kb), 50)
     print(
