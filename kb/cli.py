@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__
@@ -376,9 +377,24 @@ def _cmd_verify(args) -> int:
     return run_verify(args)
 
 
+def _load_tui() -> Callable[[argparse.Namespace], int]:
+    """run_app from kb.tui (an installed wheel ships the TUI there), else from the top-level
+    tui package (a source checkout, where tui/ sits beside kb/). A module the TUI itself needs
+    and lacks (textual) is not hidden by the fallback."""
+    import importlib
+
+    for name in ("kb.tui.app", "tui.app"):
+        try:
+            return importlib.import_module(name).run_app
+        except ModuleNotFoundError as e:
+            if e.name not in (name, name.rpartition(".")[0]):
+                raise
+    raise ModuleNotFoundError("no module named kb.tui or tui", name="kb.tui")
+
+
 def _cmd_tui(args) -> int:
     try:
-        from tui.app import run_app
+        run_app = _load_tui()
     except ImportError as e:
         print(f"kb: the TUI is not available: {e}", file=sys.stderr)
         return EXIT_USAGE

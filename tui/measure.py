@@ -22,7 +22,7 @@ import asyncio  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 
-import tui.app as tui_app  # noqa: E402
+from . import app as tui_app  # noqa: E402
 
 T_IMPORT = time.perf_counter() - T0
 
@@ -40,7 +40,7 @@ def big_log(lines: int) -> str:
 async def measure(rounds: int) -> dict[str, float]:
     from textual.widgets import TextArea
 
-    from tui.results_list import ResultsList
+    from .results_list import ResultsList
 
     out: dict[str, float] = {"import_ms": T_IMPORT * 1000}
     app = tui_app.create_app()
