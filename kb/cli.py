@@ -240,23 +240,31 @@ def _cmd_show(args) -> int:
         hint = f" Did you mean: {', '.join(close)}?" if close else " See `kb list`."
         print(f"kb: no entry '{args.id}'.{hint}", file=sys.stderr)
         return EXIT_NOTFOUND
+    from .evidence_summary import gpu_kinds
+
     evs = kb.evidence_for(entry.id)
+    kinds = gpu_kinds(kb.evidence)  # so the entry says which GPUs have not seen it yet
     if args.json:
         _print_json(render.entry_dict(entry, evs))
     elif args.markdown:
-        sys.stdout.write(render.entry_markdown(entry, evs))
+        sys.stdout.write(render.entry_markdown(entry, evs, kinds))
     else:
-        render.print_entry(entry, evs)
+        render.print_entry(entry, evs, kinds=kinds)
     return EXIT_OK
 
 
 def _cmd_list(args) -> int:
     from . import render
+    from .evidence_summary import by_gpu, gpu_kinds, run_counts
 
     kb = _load(args)
+    kinds = gpu_kinds(kb.evidence)
+    ordered = sorted(kb.entries, key=lambda e: (e.area, e.id))
     rows = []
-    for e in sorted(kb.entries, key=lambda e: (e.area, e.id)):
+    cells: list[list[render.VerificationRow]] = []  # per entry, one per GPU kind
+    for e in ordered:
         evs = kb.evidence_for(e.id)
+        seen = by_gpu(evs)
         rows.append(
             {
                 "id": e.id,
@@ -266,42 +274,62 @@ def _cmd_list(args) -> int:
                 "codes": [f"{c.api}:{c.value}" for c in e.codes],
                 "verification": render.verification_status(e, evs),
                 "verified_on": evs[0].gpu if evs else None,
+                # every GPU kind with records in the knowledge base; null: not yet verified
+                "by_gpu": {
+                    k: None
+                    if k not in seen
+                    else {
+                        "gpu": seen[k].record.gpu,
+                        "status": seen[k].record.status,
+                        "fix_status": seen[k].record.fix_status,
+                        "runs": run_counts(seen[k].record)[1],
+                        "reproduced_runs": run_counts(seen[k].record)[0],
+                        "date": seen[k].record.date,
+                        "torch": seen[k].record.torch,
+                        "driver": seen[k].record.driver,
+                    }
+                    for k in kinds
+                },
             }
         )
+        cells.append(render.verification_rows(e, evs, kinds))
     if args.json:
         _print_json(rows)
         return EXIT_OK
+    from rich.markup import escape
     from rich.table import Table
 
     con = render.console()
-    ordered = sorted(kb.entries, key=lambda e: (e.area, e.id))
     codes = [_compact_codes(e) for e in ordered]
+    # One column per GPU kind ("fix-verified 3/3 2026-11-23"), or one saying nothing was
+    # verified anywhere yet when there are no records at all.
+    heads = kinds or ["verification"]
+    texts = [[c.cell for c in row] for row in cells]
     widths = [
         max([len(r["id"]) + (8 if r["local"] else 0) for r in rows] + [2]),
         max([len(r["area"]) for r in rows] + [4]),
         min(max([len(c) for c in codes] + [5]), 14),
-        12,
+        *(
+            max([len(h)] + [len(t[i]) for t in texts]) if texts else len(h)
+            for i, h in enumerate(heads)
+        ),
     ]
     # Every column but the title keeps its full width; the title takes what is left.
     title_w = max(con.width - sum(widths) - 2 * len(widths), 12)
     t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
-    for name, w in zip(("id", "area", "codes", "verification"), widths):
-        t.add_column(name, no_wrap=True, width=w, overflow="ellipsis")
+    for name, w in zip(("id", "area", "codes", *heads), widths):
+        t.add_column(escape(name), no_wrap=True, width=w, overflow="ellipsis")
     t.add_column("title", no_wrap=True, width=title_w, overflow="ellipsis")
-    color = {
-        "fix-verified": "green",
-        "reproduced": "green",
-        "unverified": "yellow",
-        "no repro": "dim",
-    }
-    for r, c in zip(rows, codes):
-        v = r["verification"]
+    for r, c, row, text in zip(rows, codes, cells, texts):
         t.add_row(
-            r["id"] + (" [magenta](local)[/magenta]" if r["local"] else ""),
-            r["area"],
-            c,
-            f"[{color.get(v, 'red')}]{v}[/]",
-            r["title"],
+            escape(r["id"]) + (" [magenta](local)[/magenta]" if r["local"] else ""),
+            escape(r["area"]),
+            escape(c),
+            *(
+                f"[{render.WORD_COLORS.get(v.word, 'red')}]{escape(s)}[/]"
+                for v, s in zip(row, text)
+            ),
+            escape(r["title"]),
         )
     con.print(t)
     con.print(f"[dim]{len(rows)} entries[/dim]")

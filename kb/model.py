@@ -213,6 +213,11 @@ class Evidence:
     duration_s: float
     matched: tuple[str, ...] = ()
     detail: str = ""
+    # How many runs the record combines (kb verify --repeat N) and how many reproduced the
+    # error; 0 in records written before kb recorded the counts (kb.evidence_summary reads
+    # them from the detail then).
+    runs: int = 0
+    reproduced_runs: int = 0
 
     def summary(self) -> str:
         fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(

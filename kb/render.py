@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, TextIO
 
+from .evidence_summary import NOT_YET, GpuVerdict, by_gpu
 from .model import Entry, Evidence, Problem
 
 
@@ -41,7 +43,10 @@ class Style:
         return self(t, "36")
 
 
-def use_color(stream=sys.stdout) -> bool:
+# Streams default to None, read as sys.stdout when called: a default of sys.stdout would be the
+# stream of import time, not the one in place now (a redirect, a test's capture).
+def use_color(stream: TextIO | None = None) -> bool:
+    stream = stream if stream is not None else sys.stdout
     if os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("FORCE_COLOR"):
@@ -54,6 +59,57 @@ def evidence_line(evs: list[Evidence]) -> str:
     if not evs:
         return "not verified on a GPU yet"
     return "verified: " + evs[0].summary()
+
+
+@dataclass(frozen=True)
+class VerificationRow:
+    """One GPU kind's line in `kb show` and cell in `kb list`."""
+
+    kind: str  # the GPU kind ("H100"); "" when the knowledge base has no records at all
+    verdict: GpuVerdict | None  # the newest record of that kind; None: none yet
+    has_repro: bool
+
+    @property
+    def word(self) -> str:
+        """fix-verified | reproduced | fix-failed | not-reproduced | flaky | ... | none | no repro"""
+        if self.verdict is not None:
+            return self.verdict.word
+        return "none" if self.has_repro else "no repro"
+
+    @property
+    def seen(self) -> str:
+        """What was seen and when: "reproduced 3/3, fix-verified, 2026-11-23"."""
+        if self.verdict is not None:
+            return self.verdict.text()
+        if not self.has_repro:
+            return "no repro"
+        return NOT_YET + ("" if self.kind else " on a GPU")
+
+    @property
+    def where(self) -> str:
+        return self.verdict.environment() if self.verdict is not None else ""
+
+    @property
+    def cell(self) -> str:
+        """The short form for a list: "fix-verified 3/3 2026-11-23", "not yet"."""
+        if self.verdict is None:
+            return "not yet" if self.has_repro else "no repro"
+        v = self.verdict
+        return " ".join(p for p in (v.word, v.counts, v.record.date) if p)
+
+
+# How `kb show` and `kb list` colour a verification word.
+WORD_COLORS = {"fix-verified": "green", "reproduced": "green", "none": "yellow", "no repro": "dim"}
+
+
+def verification_rows(
+    entry: Entry, evs: list[Evidence], kinds: Iterable[str] = ()
+) -> list[VerificationRow]:
+    """What was seen, per GPU kind: every kind the knowledge base has records for (`kinds`),
+    and this entry's own."""
+    seen = by_gpu(evs)
+    every = sorted(set(kinds) | set(seen)) or [""]
+    return [VerificationRow(k, seen.get(k), entry.repro is not None) for k in every]
 
 
 def verification_status(entry: Entry, evs: list[Evidence]) -> str:
@@ -115,7 +171,9 @@ def problem_dict(p: Problem) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- Markdown
-def entry_markdown(entry: Entry, evs: list[Evidence] | None = None) -> str:
+def entry_markdown(
+    entry: Entry, evs: list[Evidence] | None = None, kinds: Iterable[str] = ()
+) -> str:
     out = [
         f"## {entry.title}",
         "",
@@ -150,7 +208,12 @@ def entry_markdown(entry: Entry, evs: list[Evidence] | None = None) -> str:
                 *("  " + ln for ln in f.code.rstrip().splitlines()),
                 "  ```",
             ]
-    out += ["", "### Verification", "", evidence_line(evs or [])]
+    out += ["", "### Verification", ""]
+    for r in verification_rows(entry, evs or [], kinds):
+        out.append(
+            (f"- **{r.kind}**: {r.seen}" if r.kind else f"- {r.seen}")
+            + (f" ({r.where})" if r.where else "")
+        )
     if entry.references:
         out += ["", "### References", ""]
         out += [f"- [{r.title or r.url}]({r.url})" for r in entry.references]
@@ -158,7 +221,7 @@ def entry_markdown(entry: Entry, evs: list[Evidence] | None = None) -> str:
 
 
 # ---------------------------------------------------------------- rich (show, list, lint)
-def console(stream=sys.stdout):
+def console(stream: TextIO | None = None):
     from rich.console import Console
 
     class _Console(Console):
@@ -168,14 +231,18 @@ def console(stream=sys.stdout):
             raise BrokenPipeError
 
     return _Console(
-        file=stream,
+        file=stream if stream is not None else sys.stdout,
         highlight=False,
         soft_wrap=False,
         force_terminal=True if os.environ.get("FORCE_COLOR") else None,
     )
 
 
-def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:
+def print_entry(
+    entry: Entry, evs: list[Evidence], stream: TextIO | None = None, kinds: Iterable[str] = ()
+) -> None:
+    """`kb show`. kinds: the GPU kinds the knowledge base has records for, so the entry says
+    which of them have not seen it yet."""
     from rich.markup import escape as x  # entry text is text: "[rank0]" or "[/\\]" is no markup
     from rich.panel import Panel
     from rich.syntax import Syntax
@@ -234,13 +301,21 @@ def print_entry(entry: Entry, evs: list[Evidence], stream=sys.stdout) -> None:
         con.print(
             f"\n[yellow]Not reproducible today[/yellow] ({x(nr.signature)}): {x(nr.reason.strip())}"
         )
-    con.print("\n[bold]Verification[/bold]  " + x(evidence_line(evs)))
+    con.print("\n[bold]Verification[/bold]")
+    rows = verification_rows(entry, evs, kinds)
+    width = max(len(r.kind) for r in rows)
+    for r in rows:
+        color = WORD_COLORS.get(r.word, "red")
+        con.print(
+            f" {x(r.kind):{width}}  [{color}]{x(r.seen)}[/{color}]"
+            + (f"  [dim]{x(r.where)}[/dim]" if r.where else "")
+        )
     if entry.references:
         con.print("\n[bold]References[/bold]")
-        for r in entry.references:
-            con.print(x(f" • {r.title} {r.url}".replace("  ", " ")))
+        for ref in entry.references:
+            con.print(x(f" • {ref.title} {ref.url}".replace("  ", " ")))
 
 
-def print_problems(problems: list[Problem], stream=sys.stdout) -> None:
+def print_problems(problems: list[Problem], stream: TextIO | None = None) -> None:
     for p in problems:
-        print(str(p), file=stream)
+        print(str(p), file=stream if stream is not None else sys.stdout)

@@ -267,4 +267,6 @@ def evidence_for(outcome: Outcome, env: Environment, today: str | None = None) -
         duration_s=round(outcome.duration_s, 2),
         matched=outcome.lines,
         detail=outcome.detail[:500],
+        runs=outcome.runs,
+        reproduced_runs=outcome.reproduced_runs,
     )

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .verify_outcome import FLAKY, Outcome
+from .verify_outcome import FLAKY, REPRODUCED, Outcome
 
 if TYPE_CHECKING:
     from .knowledge import KnowledgeBase
@@ -89,9 +89,12 @@ def combine_runs(runs: list[Outcome]) -> Outcome:
             f"{s or 'not run'} {n}/{len(runs)}" for s, n in fixes.items()
         )
     took = sum(o.duration_s for o in runs) / len(runs)
+    total, reproduced = len(runs), statuses[REPRODUCED]
     if len(statuses) == 1 and len(fixes) == 1:
         return replace(
             first,
+            runs=total,
+            reproduced_runs=reproduced,
             duration_s=took,
             detail=(first.detail + " " if first.detail else "")
             + f"(all {len(runs)} runs agree; exit codes {codes})",
@@ -99,6 +102,8 @@ def combine_runs(runs: list[Outcome]) -> Outcome:
     odd = next(o for o in runs if (o.status, o.fix_status) != (first.status, first.fix_status))
     return replace(
         first,
+        runs=total,
+        reproduced_runs=reproduced,
         status=FLAKY,
         fix_status=FLAKY if len(fixes) > 1 else first.fix_status,
         duration_s=took,

@@ -41,6 +41,12 @@ class Outcome:
     fix_detail: str = ""  # why the fix_check passed or failed (also the end of detail)
     started: float = 0.0  # time.time() when the repro started; 0 when it never ran
     finished: float = 0.0
+    runs: int = 1  # how many runs this verdict combines (kb verify --repeat N)
+    reproduced_runs: int = 0  # how many of them reproduced the error
+
+    def __post_init__(self) -> None:
+        if self.runs == 1:  # one run: its own verdict is the count
+            self.reproduced_runs = int(self.status == REPRODUCED)
 
     @property
     def failed(self) -> bool:
