@@ -133,3 +133,18 @@ def test_local_entries_are_marked(tmp_path):
     assert "(local)" in run("list").stdout
     assert json.loads(run("show", "good-entry", "--json").stdout)["local"] is True
     assert "local" in run("lookup", "Widget error: the widget exploded").stdout.splitlines()[0]
+
+
+def test_an_editable_install_can_be_built(tmp_path):
+    """`pip install -e .` (the setup every contributor runs) builds hatch's editable wheel; a
+    path rewrite hatch cannot do in dev mode fails it."""
+    code = "import sys, hatchling.build as b; print(b.build_editable(sys.argv[1]))"
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    wheel = tmp_path / out.stdout.strip().splitlines()[-1]
+    pth = [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".pth")]
+    assert pth, "the editable wheel puts the checkout on sys.path"
+    text = zipfile.ZipFile(wheel).read(pth[0]).decode()
+    assert str(REPO) in text
