@@ -24,7 +24,7 @@ from typing import IO, BinaryIO, Union
 from .diagnose import Finding, diagnose
 from .extract import Scan, iter_chunks, scan, scan_text
 from .facts import Facts, extract_facts
-from .knowledge import KnowledgeBase, load
+from .knowledge import KnowledgeBase, gc_paused, load
 from .match import Hit, SignatureIndex
 from .model import Entry, HitRef, Match, Signature
 
@@ -101,7 +101,9 @@ class Engine:
         if self._signatures is None:
             with self._lock:
                 if self._signatures is None:
-                    self._signatures = SignatureIndex(self.knowledge.entries)
+                    entries = self.knowledge.entries
+                    with gc_paused():
+                        self._signatures = SignatureIndex(entries)
         return self._signatures
 
     @property

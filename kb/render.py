@@ -10,10 +10,12 @@ import os
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from .evidence_summary import NOT_YET, GpuVerdict, by_gpu
 from .model import Entry, Evidence, Problem
+
+if TYPE_CHECKING:
+    from .evidence_summary import GpuVerdict
 
 
 # ---------------------------------------------------------------- plain styling for lookup
@@ -83,19 +85,29 @@ class VerificationRow:
             return self.verdict.text()
         if not self.has_repro:
             return "no repro"
+        from .evidence_summary import NOT_YET
+
         return NOT_YET + ("" if self.kind else " on a GPU")
 
     @property
     def where(self) -> str:
         return self.verdict.environment() if self.verdict is not None else ""
 
-    @property
-    def cell(self) -> str:
-        """The short form for a list: "fix-verified 3/3 2026-11-23", "not yet"."""
+    def cell(self, level: int = 0) -> str:
+        """The form for a list, shorter at each level, for terminals too narrow for every GPU
+        kind's column: 0 "fix-verified 3/3 2026-11-23", 1 "fix ok 3/3 11-23", 2 "fix ok 3/3"."""
         if self.verdict is None:
-            return "not yet" if self.has_repro else "no repro"
+            return ("not yet" if self.has_repro else "no repro") if level < 2 else "-"
         v = self.verdict
-        return " ".join(p for p in (v.word, v.counts, v.record.date) if p)
+        if level == 0:
+            return " ".join(p for p in (v.word, v.counts, v.record.date) if p)
+        word = _NARROW.get(v.word, v.word)
+        date = v.record.date[5:] if level == 1 else ""
+        return " ".join(p for p in (word, v.counts, date) if p)
+
+
+# Shorter verdicts for narrow terminals (dates lose their year there too).
+_NARROW = {"fix-verified": "fix ok", "not-reproduced": "not repro", "fix-failed": "fix failed"}
 
 
 # How `kb show` and `kb list` colour a verification word.
@@ -107,6 +119,8 @@ def verification_rows(
 ) -> list[VerificationRow]:
     """What was seen, per GPU kind: every kind the knowledge base has records for (`kinds`),
     and this entry's own."""
+    from .evidence_summary import by_gpu  # only `kb show` and `kb list` need it
+
     seen = by_gpu(evs)
     every = sorted(set(kinds) | set(seen)) or [""]
     return [VerificationRow(k, seen.get(k), entry.repro is not None) for k in every]

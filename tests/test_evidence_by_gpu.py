@@ -153,3 +153,15 @@ def test_kb_list_without_any_record_has_one_verification_column(monkeypatch, tmp
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[3] == "verification"
     assert "not yet" in next(ln for ln in lines if ln.startswith("fake-illegal-access"))
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120])
+def test_kb_list_on_a_narrow_terminal_keeps_every_id_whole(records, capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(ln) <= columns for ln in lines)
+    ids = {ln.split()[0] for ln in lines[1:-1]}
+    assert {"fake-illegal-access", "fake-wrong-error", "fake-fix-still-matches"} <= ids
+    row = next(ln for ln in lines if ln.startswith("fake-illegal-access"))
+    assert "3/3" in row  # the GPU kind's verdict survives, shortened
