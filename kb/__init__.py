@@ -21,18 +21,23 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 __all__ = [
+    "Cause",
+    "Diagnostic",
     "Engine",
     "Entry",
     "Environment",
     "Evidence",
     "Facts",
     "Finding",
+    "Fix",
     "GpuInfo",
     "HitRef",
     "KnowledgeBase",
     "LookupResult",
     "Match",
+    "NotReproducible",
     "Outcome",
+    "Reference",
     "__version__",
     "evidence_line",
     "inspect_gpu",
@@ -54,7 +59,17 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
     from .gpu import GpuInfo
     from .gpu import inspect as inspect_gpu
     from .knowledge import KnowledgeBase
-    from .model import Entry, Evidence, HitRef, Match
+    from .model import (
+        Cause,
+        Diagnostic,
+        Entry,
+        Evidence,
+        Fix,
+        HitRef,
+        Match,
+        NotReproducible,
+        Reference,
+    )
     from .render import evidence_line, verification_status
     from .verify import (
         Environment,
@@ -73,6 +88,11 @@ _LAZY = {
     "HitRef": "model",
     "Entry": "model",
     "Evidence": "model",
+    "Cause": "model",
+    "Diagnostic": "model",
+    "Fix": "model",
+    "Reference": "model",
+    "NotReproducible": "model",
     "KnowledgeBase": "knowledge",
     "Facts": "facts",
     "Finding": "diagnose",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from . import cuda_codes
 from .engine import default_engine
@@ -22,7 +23,7 @@ def run_code(args) -> int:
     else:
         infos = cuda_codes.by_name_all(raw)
     owners = default_engine(args.kb_dir).owners
-    rows = [
+    rows: list[dict[str, Any]] = [  # one per reading of the code; the --json output
         {
             "api": i.api,
             "value": i.value,

@@ -24,7 +24,7 @@ from typing import IO, BinaryIO, Union
 from .diagnose import Finding, diagnose
 from .extract import Scan, iter_chunks, scan, scan_text
 from .facts import Facts, extract_facts
-from .knowledge import KnowledgeBase, load
+from .knowledge import KnowledgeBase, gc_paused, load
 from .match import Hit, SignatureIndex
 from .model import Entry, HitRef, Match, Signature
 
@@ -63,6 +63,7 @@ def open_log(path: str | os.PathLike[str]) -> BinaryIO:
     fh = open(Path(path), "rb")
     if fh.read(2) == b"\x1f\x8b":
         fh.seek(0)
+        # GzipFile has every method of BinaryIO; typeshed just does not declare it one.
         return gzip.open(fh)  # type: ignore[return-value]
     fh.seek(0)
     return fh
@@ -100,7 +101,9 @@ class Engine:
         if self._signatures is None:
             with self._lock:
                 if self._signatures is None:
-                    self._signatures = SignatureIndex(self.knowledge.entries)
+                    entries = self.knowledge.entries
+                    with gc_paused():
+                        self._signatures = SignatureIndex(entries)
         return self._signatures
 
     @property

@@ -16,10 +16,25 @@ from typing import Any
 
 import yaml
 
-from .model import Code, Entry, NearMiss, Problem, Program, Repro, Requirements, Signature
+from .model import (
+    Cause,
+    Code,
+    Diagnostic,
+    Entry,
+    Fix,
+    NearMiss,
+    NotReproducible,
+    Problem,
+    Program,
+    Reference,
+    Repro,
+    Requirements,
+    Signature,
+)
 from .paths import entry_files
 from .regex_literal import backtracking_risk, leading_literal, required_literal
 
+_Loader: type[yaml.CSafeLoader] | type[yaml.SafeLoader]
 try:
     _Loader = yaml.CSafeLoader  # about 8x faster than the pure-Python loader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
@@ -123,7 +138,7 @@ def load_file(
             raw = path.read_bytes()
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
+        line = e.object[: e.start].count(b"\n") + 1  # e.object: the bytes being decoded
         return None, [
             problem(
                 "KB001", f"invalid UTF-8 at byte {e.start}", line, hint="save the file as UTF-8"
@@ -304,17 +319,24 @@ def load_file(
         tags=tuple(data["tags"]),
         codes=tuple(Code(c["api"], c["value"], c.get("name", "")) for c in data.get("codes", [])),
         signatures=tuple(sigs),
-        causes=tuple(data["causes"]),
-        diagnostics=tuple(data["diagnostics"]),
-        fixes=tuple(data["fixes"]),
+        causes=tuple(Cause(c["title"], c["detail"], c.get("evidence", "")) for c in data["causes"]),
+        diagnostics=tuple(
+            Diagnostic(d["title"], d["command"], d.get("tells", "")) for d in data["diagnostics"]
+        ),
+        fixes=tuple(
+            Fix(f["title"], f.get("detail", ""), f.get("code", ""), f.get("lang") or "python")
+            for f in data["fixes"]
+        ),
         examples_match=tuple(data["examples"]["match"]),
         examples_no_match=tuple(
             NearMiss(x["text"], x["belongs"]) for x in data["examples"]["no_match"]
         ),
-        references=tuple(data["references"]),
+        references=tuple(Reference(r["url"], r.get("title", "")) for r in data["references"]),
         repro=repro,
         fix_check=fix_check,
-        not_reproducible=tuple(data.get("not_reproducible", [])),
+        not_reproducible=tuple(
+            NotReproducible(n["signature"], n["reason"]) for n in data.get("not_reproducible", [])
+        ),
         local=local,
     )
     # An entry with a broken regex is still returned (its other signatures work) but lint fails.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import Any
 
 MAX_BYTES = 16 << 20
 
@@ -34,8 +35,8 @@ class ErrorFile:
             return self.traceback.rstrip() + "\n" + self.message
         return self.traceback or self.message
 
-    def to_dict(self) -> dict:
-        d = {
+    def to_dict(self) -> dict[str, str | int]:
+        d: dict[str, str | int] = {
             "path": self.path,
             "message": self.message.splitlines()[0][:500] if self.message else "",
         }
@@ -63,7 +64,8 @@ def read(path: str | os.PathLike[str]) -> ErrorFile | None:
         return None
     msg = data["message"]
     if isinstance(msg, dict):
-        extra = msg.get("extraInfo") if isinstance(msg.get("extraInfo"), dict) else {}
+        info = msg.get("extraInfo")
+        extra = info if isinstance(info, dict) else {}
         return ErrorFile(
             str(path),
             str(msg.get("message") or ""),
@@ -74,7 +76,7 @@ def read(path: str | os.PathLike[str]) -> ErrorFile | None:
     return ErrorFile(str(path), str(msg), "", _int(data.get("timestamp")))
 
 
-def _int(v) -> int | None:
+def _int(v: Any) -> int | None:  # a JSON value of any type
     try:
         return int(v)
     except (TypeError, ValueError):

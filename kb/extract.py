@@ -13,7 +13,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO
 
 from .rank_prefix import rank_of
 
@@ -190,7 +190,7 @@ class Scan:
     binary: bool  # the input looked like binary data, not a log
 
 
-def iter_chunks(stream: BinaryIO, size: int = CHUNK) -> Iterator[bytes]:
+def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
     while True:
         b = stream.read(size)
         if not b:
@@ -443,7 +443,7 @@ def _scan_body(body: bytes, line_no: int, win: _Window, skip: int = 0) -> int:
             got[0], got[1], got[2] = ls, le, got[2] + 1  # keep the earliest occurrence
     if j > i:
         win.dropped += (j - i) - _keep_errorish(body, cands[i][0], cands[j - 1][1], line_no, win)
-    chosen += sorted(tuple(v) for v in firsts.values())
+    chosen += sorted((ls, le, count) for ls, le, count in firsts.values())
     n = line_no
     prev = 0
     for ls, le, count in chosen:

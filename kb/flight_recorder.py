@@ -176,8 +176,13 @@ def desync(dumps: list[Dump]) -> Desync | None:
 
 
 def _pg_desync(pg: str, dumps: list[Dump]) -> Desync | None:
-    last = {d.rank: d.last_enqueued(pg) for d in dumps}
-    last = {r: v for r, v in last.items() if v is not None}
+    # rank -> the last collective it enqueued in this group (dumps without either are not
+    # evidence: the caller passes only dumps that name their rank)
+    last: dict[int, int] = {}
+    for d in dumps:
+        v = d.last_enqueued(pg)
+        if d.rank is not None and v is not None:
+            last[d.rank] = v
     if len(last) < 2:
         return None
     top = max(last.values())
@@ -191,8 +196,8 @@ def _pg_desync(pg: str, dumps: list[Dump]) -> Desync | None:
     by_seq: dict[int, dict[int, Entry]] = {}
     for d in dumps:
         for e in d.entries:
-            if e.pg == pg:
-                by_seq.setdefault(e.seq, {})[d.rank] = e  # type: ignore[index]
+            if e.pg == pg and d.rank is not None:
+                by_seq.setdefault(e.seq, {})[d.rank] = e
     for seq in sorted(by_seq):
         seen = by_seq[seq]
         if len(seen) < len(last):

@@ -132,7 +132,7 @@ def build(kb: KnowledgeBase, where: Path) -> None:
 def _fill(kb: KnowledgeBase, ix) -> None:
     w = ix.writer()
     for e in kb.entries:
-        causes = " ".join(f"{c['title']} {c['detail']}" for c in e.causes)
+        causes = " ".join(f"{c.title} {c.detail}" for c in e.causes)
         w.add_document(
             id=e.id, title=e.title, wording=wording_text(e), summary=e.summary, causes=causes
         )

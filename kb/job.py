@@ -21,18 +21,29 @@ report, else as the ranks that never timed out themselves while others did.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from . import consequences, torchrun_summary
-from .engine import Engine
+from .engine import Engine, LookupResult
 from .error_file import ErrorFile
 from .extract import Line, Scan, scan_text
 from .flight_recorder import Dump
 from .flight_recorder import desync as fr_desync
+from .model import Match
 from .rank_prefix import host_of, rank_in_text, time_of
 from .watchdog import Desync, desync_from_progress, progress
 
 LAUNCHER = None  # the key of lines no rank printed (torchrun's agent, the shell)
+# A rank's input, keyed by its rank, "host:<name>" for a job whose lines carry only hosts, or
+# LAUNCHER.
+RankKey = int | str | None
+# A line and the file it came from (None: read from an error file's or torchrun's traceback).
+SourcedLine = tuple[Line, str | None]
+# The earliest strong event in a rank's lines: (cause, consequence class or None, the Match
+# behind it or None, the line).
+Event = tuple[str, str | None, Match | None, SourcedLine]
 
 _EXCEPTION = re.compile(
     r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s|\s*$)"
@@ -110,7 +121,7 @@ class JobView:
     def to_dict(self) -> dict:
         root = None
         if self.root is not None:
-            ev = self.root_evidence()
+            ev = self.evidence or self.root
             root = {
                 "rank": self.root.rank,
                 "id": self.root.id,
@@ -134,7 +145,7 @@ class JobView:
                 "kind": self.kind,
                 "reason": self.summary,
             }
-        d = {
+        d: dict[str, Any] = {
             "root": root,
             "kind": self.kind,
             "summary": self.summary,
@@ -157,7 +168,7 @@ class JobView:
 
 
 # ---------------------------------------------------------------- grouping lines into ranks
-def group(lines: list[tuple[Line, str, int | None]]) -> dict[int | None, RankInput]:
+def group(lines: list[tuple[Line, str, int | None]]) -> dict[RankKey, RankInput]:
     """Lines (with their path and the rank the path names) -> one RankInput per rank. A line's
     own launcher prefix wins over its file's name; ProcessGroupNCCL's "[Rank N]" in the text
     places lines that carry neither; "node-7: " host prefixes key a job with no ranks at all."""
@@ -166,7 +177,7 @@ def group(lines: list[tuple[Line, str, int | None]]) -> dict[int | None, RankInp
     }
     # pdsh / clush put "host: " before every line, ProcessGroupNCCL's own "[Rank N]" included
     use_hosts = len(hosts) >= 2
-    out: dict[int | None, RankInput] = {}
+    out: dict[RankKey, RankInput] = {}
     for ln, path, path_rank in lines:
         rank = ln.rank if ln.rank is not None else path_rank
         host = None
@@ -177,34 +188,36 @@ def group(lines: list[tuple[Line, str, int | None]]) -> dict[int | None, RankInp
                 ln = replace(ln, text=h[1])
         if rank is None:
             rank = rank_in_text(ln.text)
-        key: int | str | None = rank if rank is not None else (f"host:{host}" if host else LAUNCHER)
-        ri = out.get(key)  # type: ignore[arg-type]
+        key: RankKey = rank if rank is not None else (f"host:{host}" if host else LAUNCHER)
+        ri = out.get(key)
         if ri is None:
-            ri = out[key] = RankInput(rank, host)  # type: ignore[index]
+            ri = out[key] = RankInput(rank, host)
         elif ri.host is None and host is not None:
             ri.host = host
         ri.lines.append((ln, path))
-    return out  # type: ignore[return-value]
+    return out
 
 
 # ---------------------------------------------------------------- per-rank verdicts
-def _rank_scan(lines: list[tuple[Line, str]]) -> tuple[Scan, list[tuple[Line, str]]]:
+def _rank_scan(lines: Sequence[SourcedLine]) -> tuple[Scan, Sequence[SourcedLine]]:
     """The rank's lines renumbered in reading order (its files do not share line numbers)."""
     renum = [replace(ln, number=i + 1) for i, (ln, _) in enumerate(lines)]
     return Scan(renum, len(renum), 0, 0, False), lines
 
 
-def _first_event(engine: Engine, lines: list[tuple[Line, str]]):
-    """(cause, consequence class or None, Match or None, (Line, path)) of the earliest strong
-    event in a rank's lines, or None."""
+def _first_event(
+    engine: Engine, lines: Sequence[SourcedLine]
+) -> tuple[Event | None, LookupResult | None]:
+    """The earliest strong event in a rank's lines (None when there is none), and the lookup
+    of those lines (None when there are no lines)."""
     if not lines:
         return None, None
     s, orig = _rank_scan(lines)
     result = engine.lookup_scan(s, top=50, fulltext=False)
-    strong = {}
-    for m in result.matches:
-        if m.confidence == "high" and m.line_number:
-            strong.setdefault(m.line_number, m)
+    strong: dict[int, Match] = {}  # line number -> the first strong match on it
+    for found in result.matches:
+        if found.confidence == "high" and found.line_number:
+            strong.setdefault(found.line_number, found)
     last_exc = None
     for i, ln in enumerate(s.lines):
         text = ln.text
@@ -244,7 +257,7 @@ def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
         ):
             if text:
                 lines = [(ln, path) for ln in scan_text(text).lines]
-                event, _ = _first_event(engine, lines)  # type: ignore[arg-type]
+                event, _ = _first_event(engine, lines)
                 if event is not None:
                     v.evidence_from = kind
                     break
@@ -315,8 +328,8 @@ def analyze(
     engine: Engine,
     lines: list[tuple[Line, str, int | None]],
     *,
-    error_files: list[tuple[ErrorFile, int | None, bool]] = (),
-    dumps: list[Dump] = (),
+    error_files: Sequence[tuple[ErrorFile, int | None, bool]] = (),
+    dumps: Sequence[Dump] = (),
     several: bool = False,
 ) -> JobView | None:
     """The job view of these lines (each with its path and the rank the path names), or None
@@ -324,10 +337,10 @@ def analyze(
     come with the rank their path names and whether it is a local rank (torchrun's folders are
     numbered by local rank; its summary maps them to global ranks)."""
     ranks = group(lines)
-    launcher = ranks.pop(LAUNCHER, None)  # type: ignore[call-overload]
+    launcher = ranks.pop(LAUNCHER, None)
     summary = _torchrun(launcher)
     efs = [e for e, _, _ in error_files]
-    global_of = {}
+    global_of: dict[int, set[int]] = {}  # torchrun's local rank -> the global ranks it names
     for fl in summary.failures:
         if fl.local_rank is not None:
             global_of.setdefault(fl.local_rank, set()).add(fl.rank)
@@ -386,9 +399,11 @@ def _attribute_unprefixed(engine: Engine, view: JobView, launcher: RankInput) ->
     own = ("ChildFailedError", "torch/distributed/elastic", "torch.distributed.elastic", "torchrun")
     lines = [(ln, p) for ln, p in launcher.lines if not any(w in ln.text for w in own)]
     event, _ = _first_event(engine, lines)
-    if event is None or event[0] != "error":
+    if event is None:
         return
-    _, _, m, (ln, path) = event
+    cause, _, m, (ln, path) = event
+    if cause != "error" or m is None:  # "error" events always carry their match
+        return
     root.id, root.title, root._match = m.id, m.entry.title, m
     if not root.line or view.kind != "exception":
         root.line, root.line_number, root.path = ln.text, ln.number, path
@@ -506,9 +521,10 @@ def _same_error(a: RankVerdict, b: RankVerdict) -> bool:
 
 
 def _earliest(cands: list[RankVerdict], summary) -> RankVerdict:
-    kinds = {v._sort_time[1] for v in cands if v._sort_time}
-    if len(cands) > 1 and len(kinds) == 1 and all(v._sort_time for v in cands):
-        return min(cands, key=lambda v: (v._sort_time[0], LEVEL[v.cause], _rank_key(v)))  # type: ignore[index]
+    # Times decide only when every candidate has one, all on the same clock.
+    timed = [(v._sort_time, v) for v in cands if v._sort_time is not None]
+    if len(cands) > 1 and len(timed) == len(cands) and len({t[1] for t, _ in timed}) == 1:
+        return min(timed, key=lambda tv: (tv[0][0], LEVEL[tv[1].cause], _rank_key(tv[1])))[1]
     tr_root = summary.root.rank if summary and summary.root else None
     return min(cands, key=lambda v: (LEVEL[v.cause], v.rank != tr_root, _rank_key(v)))
 

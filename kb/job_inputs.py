@@ -96,12 +96,8 @@ def _add(out: JobInputs, f: Path, from_folder: bool) -> None:
             return
         if from_folder:
             return  # some other JSON in the folder (configs, metrics)
-    if (
-        _DUMP_NAME.search(name)
-        and not name.endswith(_LOG_EXT)
-        and flight_recorder.looks_like_dump(f)
-    ):
-        m = _DUMP_NAME.search(name)
+    m = _DUMP_NAME.search(name)
+    if m and not name.endswith(_LOG_EXT) and flight_recorder.looks_like_dump(f):
         out.dumps.append(Source(str(f), int(m.group(1) or m.group(2))))
         return
     # Not a log by its name: checkpoints, images, scripts are skipped; a name with no suffix

@@ -88,7 +88,8 @@ def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:
         else:
             groups.setdefault((v.role, v.id or v.cause, v.reason), []).append(v)
     for vs in groups.values():
-        name = _who(vs[0]) if len(vs) == 1 else "ranks " + _ranges([v.rank for v in vs])  # type: ignore[misc]
+        ranked = [v.rank for v in vs if v.rank is not None]  # grouped ranks all have one
+        name = _who(vs[0]) if len(vs) == 1 else "ranks " + _ranges(ranked)
         rows.append((name, vs[0]))
     order = {"root": 0, "unknown": 1, "consequence": 2}
     rows.sort(key=lambda r: (order.get(r[1].role, 3), r[1].rank if r[1].rank is not None else -1))
@@ -96,15 +97,14 @@ def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:
 
 
 def _ranges(ranks: list[int]) -> str:
-    out, start, prev = [], None, None
-    for r in sorted(ranks) + [None]:  # type: ignore[list-item]
-        if start is not None and (r is None or r != prev + 1):
-            out.append(str(start) if start == prev else f"{start}-{prev}")
-            start = None
-        if r is not None and start is None:
-            start = r
-        prev = r
-    return ", ".join(out)
+    """Consecutive ranks as spans: [0, 1, 2, 3, 9] -> "0-3, 9"."""
+    spans: list[list[int]] = []  # [first, last] of each run
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _wrap_plain(s: str) -> str:

@@ -7,9 +7,12 @@ content, so a lookup after the first one only reads the files and unpickles.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from . import __version__, paths
 from .model import Entry, Evidence, Problem
 from .paths import entry_files, evidence_files
 
-_CACHE_FORMAT = 4
+_CACHE_FORMAT = 5  # the pickled shapes; 5: typed causes, diagnostics, fixes, references
 
 
 @dataclass
@@ -42,6 +45,20 @@ class KnowledgeBase:
 
     def evidence_for(self, entry_id: str) -> list[Evidence]:
         return self.evidence.get(entry_id, [])
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while many long-lived objects are made at once
+    (unpickling the entries, indexing their signatures): it would walk them again and again
+    looking for cycles there are none of. Reference counting frees everything as usual."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _snapshot(groups: list[tuple[str, list[Path]]]) -> tuple[str, dict[Path, bytes | None]]:
@@ -80,7 +97,7 @@ def load(
         cache = paths.state_dir() / f"entries-{digest}.pickle"
         if use_cache:
             try:
-                with open(cache, "rb") as fh:
+                with open(cache, "rb") as fh, gc_paused():
                     kb = pickle.load(fh)
                 if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
                     kb.warnings = []

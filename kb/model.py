@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -63,6 +63,67 @@ class Repro:
     requires: Requirements = field(default_factory=Requirements)
 
 
+class _ReadLikeADict:
+    """Compatibility for code written when these sections were dicts from the YAML:
+    `record.get("detail")` and `record["title"]`. A key the YAML left out reads as missing (its
+    default, or `default`), as it did then. New code uses the attributes."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = getattr(self, key, "") if key in _field_names(self) else ""
+        return default if value == "" else value
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in _field_names(self):
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+def _field_names(record: Any) -> tuple[str, ...]:  # Any: one of the dataclasses below
+    return tuple(f.name for f in fields(record))
+
+
+@dataclass(frozen=True)
+class Cause(_ReadLikeADict):
+    """One likely cause of an entry's error (entries list the most likely first)."""
+
+    title: str
+    detail: str
+    evidence: str = ""  # what in the log or a diagnostic tells this cause apart from the others
+
+
+@dataclass(frozen=True)
+class Diagnostic(_ReadLikeADict):
+    """A command to run, and what its output tells."""
+
+    title: str
+    command: str
+    tells: str = ""
+
+
+@dataclass(frozen=True)
+class Fix(_ReadLikeADict):
+    """A way out of the error (entries list the one to try first, first)."""
+
+    title: str
+    detail: str = ""
+    code: str = ""
+    lang: str = "python"  # the language of `code`, for highlighting
+
+
+@dataclass(frozen=True)
+class Reference(_ReadLikeADict):
+    url: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class NotReproducible(_ReadLikeADict):
+    """A wording (signature id) today's stack cannot print, and why."""
+
+    signature: str
+    reason: str
+
+
 @dataclass(frozen=True)
 class Entry:
     id: str
@@ -73,15 +134,15 @@ class Entry:
     tags: tuple[str, ...]
     codes: tuple[Code, ...]
     signatures: tuple[Signature, ...]
-    causes: tuple[dict[str, Any], ...]
-    diagnostics: tuple[dict[str, Any], ...]
-    fixes: tuple[dict[str, Any], ...]
+    causes: tuple[Cause, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    fixes: tuple[Fix, ...]
     examples_match: tuple[str, ...]
     examples_no_match: tuple[NearMiss, ...]
-    references: tuple[dict[str, Any], ...]
+    references: tuple[Reference, ...]
     repro: Repro | None = None
     fix_check: Program | None = None
-    not_reproducible: tuple[dict[str, Any], ...] = ()
+    not_reproducible: tuple[NotReproducible, ...] = ()
     local: bool = False  # from a user's own folder, not the bundled knowledge base
 
     def signature(self, sig_id: str) -> Signature | None:
@@ -152,6 +213,11 @@ class Evidence:
     duration_s: float
     matched: tuple[str, ...] = ()
     detail: str = ""
+    # How many runs the record combines (kb verify --repeat N) and how many reproduced the
+    # error; 0 in records written before kb recorded the counts (kb.evidence_summary reads
+    # them from the detail then).
+    runs: int = 0
+    reproduced_runs: int = 0
 
     def summary(self) -> str:
         fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(

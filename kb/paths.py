@@ -8,6 +8,7 @@ separated), like --kb-dir on the command line.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent
@@ -46,7 +47,12 @@ def state_dir() -> Path:
     home = os.environ.get("KB_HOME")
     if home:
         return Path(home)
-    import platformdirs  # only when the default location is needed
+    if sys.platform.startswith("linux"):
+        # platformdirs' own rule for Linux, without its import (and tempfile's, random's):
+        # every lookup asks for this folder.
+        cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+        return Path(cache if cache else os.path.expanduser("~/.cache")) / "kb"
+    import platformdirs
 
     return Path(platformdirs.user_cache_dir("kb", appauthor=False))
 

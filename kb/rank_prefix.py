@@ -91,12 +91,14 @@ def time_of(prefix: str, text: str) -> tuple[float, str] | None:
             continue
         m = _rx("iso").search(s)
         if m:
-            return _seconds(int(m.group(1)), *map(int, m.groups()[1:6]), m.group(7)), "iso"
+            y, mo, d, h, mi, sec = (int(g) for g in m.groups()[:6])
+            return _seconds(y, mo, d, h, mi, sec, m.group(7)), "iso"
         m = _rx("glog").search(s)
         if m:
             # No year in glog's header: every glog time is put in one year, which orders lines
             # from one job correctly (a job that runs across New Year excepted).
-            return _seconds(2000, *map(int, m.groups()[:5]), m.group(6)), "glog"
+            mo, d, h, mi, sec = (int(g) for g in m.groups()[:5])
+            return _seconds(2000, mo, d, h, mi, sec, m.group(6)), "glog"
     return None
 
 

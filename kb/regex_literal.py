@@ -8,17 +8,18 @@ regex search.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 try:  # Python >= 3.11
     from re import _parser as sre_parse  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse  # type: ignore[no-redef]
+    import sre_parse
 
 _BREAK = None
 _WORD = re.compile(r"\w+")
 
 
-def _flatten(seq, out: list) -> None:
+def _flatten(seq: Any, out: list[str | None]) -> None:
     for op, arg in seq:
         name = str(op)
         if name == "LITERAL":
@@ -35,11 +36,12 @@ def required_literal(pattern: str, ignore_case: bool = False) -> str:
     """The longest run of literal characters that every match contains ('' when none)."""
     parsed = sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
     flags = parsed.state.flags
-    tokens: list = []
+    tokens: list[str | None] = []
     _flatten(parsed, tokens)
-    best, run = "", []
+    best = ""
+    run: list[str] = []
     for t in tokens + [_BREAK]:
-        if t is _BREAK:
+        if t is None:  # _BREAK: something that is not a literal ends the run
             if len(run) > len(best):
                 best = "".join(run)
             run = []

@@ -98,14 +98,14 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
             out += _finding_text(f, st)
     out += ["", st.bold("Likely causes")]
     for i, c in enumerate(e.causes[:3], 1):
-        out.append(_wrap(f"{i}. {c['title']}", "  "))
-        if c.get("evidence"):
-            out.append(st.dim(_wrap("tells it apart: " + c["evidence"], "     ")))
+        out.append(_wrap(f"{i}. {c.title}", "  "))
+        if c.evidence:
+            out.append(st.dim(_wrap("tells it apart: " + c.evidence, "     ")))
     fix = e.fixes[0]
     out += ["", st.bold("Try first")]
-    out.append(_wrap(fix["title"] + (": " + fix["detail"] if fix.get("detail") else ""), "  "))
-    if fix.get("code"):
-        out += ["    " + st.cyan(ln) for ln in fix["code"].rstrip().splitlines()]
+    out.append(_wrap(fix.title + (": " + fix.detail if fix.detail else ""), "  "))
+    if fix.code:
+        out += ["    " + st.cyan(ln) for ln in fix.code.rstrip().splitlines()]
     out += [
         "",
         "  " + st.dim(evidence_line(kb.evidence_for(e.id))),
@@ -148,12 +148,12 @@ def result_markdown(r: LookupResult, kb: KnowledgeBase) -> str:
         out += [f"- {a}" for a in f.advice] + [""]
     out += (
         ["**Likely causes**", ""]
-        + [f"{i}. {c['title']}" for i, c in enumerate(e.causes[:3], 1)]
+        + [f"{i}. {c.title}" for i, c in enumerate(e.causes[:3], 1)]
         + [""]
     )
     fix = e.fixes[0]
-    out += [f"**Try first:** {fix['title']}", ""]
-    if fix.get("code"):
-        out += [f"```{fix.get('lang', 'python')}", fix["code"].rstrip(), "```", ""]
+    out += [f"**Try first:** {fix.title}", ""]
+    if fix.code:
+        out += [f"```{fix.lang}", fix.code.rstrip(), "```", ""]
     out += [f"_{evidence_line(kb.evidence_for(e.id))}_", ""]
     return "\n".join(out)

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 from . import exit_codes
 from .render import Style, use_color
@@ -49,7 +50,7 @@ def run_command(args) -> int:
     from .runner import run
 
     env, added = evidence_env(dict(os.environ), run_dir)
-    record = {
+    record: dict[str, Any] = {  # kb-run.json
         "argv": argv,
         "cwd": os.getcwd(),
         "run_dir": run_dir,
@@ -125,7 +126,7 @@ def diagnosis_text(jl, kb, st: Style, returncode: int, run_dir: str) -> str:
             out.append(f"  line {m.line_number:<6} {m.line[:240]}")
         fix = e.fixes[0] if e.fixes else None
         if fix:
-            out.append("  try first: " + fix["title"])
+            out.append("  try first: " + fix.title)
         out.append(st.dim(f"  kb show {e.id}  for causes and every fix"))
     elif jl.job is None or jl.job.root is None:
         out.append("  no known error in the output")

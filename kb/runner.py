@@ -97,7 +97,7 @@ def _write_all(fd: int, data: bytes) -> bool:
 def run(argv: list[str], env: dict[str, str], log_path: str, *, use_pty: bool = True) -> Outcome:
     """Run argv; copy its stdout to ours, its stderr to ours, both to log_path (in the order the
     chunks arrived). Raises OSError when the command cannot be started."""
-    ends: dict[int, tuple[int, int | None]] = {}  # our fd -> (read end, child end)
+    ends: dict[int, tuple[int, int]] = {}  # our fd -> (read end, child end)
     for ours in (1, 2):
         pty = _pty_for(ours) if use_pty else None
         if pty is None:
@@ -114,10 +114,10 @@ def run(argv: list[str], env: dict[str, str], log_path: str, *, use_pty: bool = 
     except BaseException:
         for r, w in ends.values():
             os.close(r)
-            os.close(w)  # type: ignore[arg-type]
+            os.close(w)
         raise
     for _, w in ends.values():
-        os.close(w)  # type: ignore[arg-type]
+        os.close(w)
     forwarded: list[str] = []
 
     def forward(signum, frame):

@@ -128,9 +128,43 @@ def _short_detail(o: Outcome) -> str:
     return detail
 
 
+def skip_reasons(outcomes: list[Outcome]) -> dict[str, list[str]]:
+    """Each reason a repro was skipped, once, with the entries it applies to (in order)."""
+    out: dict[str, list[str]] = {}
+    for o in outcomes:
+        if o.status == SKIPPED:
+            out.setdefault(o.detail or "no reason given", []).append(o.entry_id)
+    return out
+
+
+def _skipped_lines(outcomes: list[Outcome], console) -> None:
+    import textwrap
+
+    from rich.markup import escape
+
+    for reason, ids in skip_reasons(outcomes).items():
+        n = len(ids)
+        console.print(f"[dim]skipped[/dim] {n} entr{'y' if n == 1 else 'ies'}: {escape(reason)}")
+        listed = textwrap.fill(
+            ", ".join(ids),
+            width=max(console.width, 40),
+            initial_indent="  ",
+            subsequent_indent="  ",
+            break_on_hyphens=False,  # entry ids are hyphenated: never split one
+        )
+        console.print(escape(listed), style="dim", soft_wrap=True)
+
+
 def _summary_table(outcomes: list[Outcome], console) -> None:
+    """One row per repro that ran (or was cancelled or failed to start); skipped ones are
+    listed after it, grouped by reason: a reason shared by many entries is said once."""
     from rich.markup import escape
     from rich.table import Table
+
+    ran = [o for o in outcomes if o.status != SKIPPED]
+    if not ran:
+        _skipped_lines(outcomes, console)
+        return
 
     t = Table(box=None, pad_edge=False, header_style="bold")
     for col, kw in (
@@ -141,7 +175,7 @@ def _summary_table(outcomes: list[Outcome], console) -> None:
         ("detail", {"overflow": "fold"}),
     ):
         t.add_column(col, **kw)
-    for o in outcomes:
+    for o in ran:
         fix = f"[{_COLORS.get(o.fix_status, 'white')}]{o.fix_status}[/]" if o.fix_status else ""
         detail = _short_detail(o)
         t.add_row(
@@ -152,6 +186,7 @@ def _summary_table(outcomes: list[Outcome], console) -> None:
             escape(detail),
         )
     console.print(t)
+    _skipped_lines(outcomes, console)
 
 
 def _counts(outcomes: list[Outcome]) -> str:
@@ -259,9 +294,11 @@ def run_verify(args) -> int:
                 progress.update(task_id, advance=1, description=", ".join(sorted(running))[:60])
         else:
             fix = f", {o.fix_status}" if o.fix_status else ""
+            # A skip's reason is said once, in the summary, not once per entry here.
+            why = "" if o.status == SKIPPED else f" ({o.detail})"
             print(
                 f"[{done_count[0]}/{total}] {o.entry_id}: {o.status}{fix}"
-                + (f" ({o.duration_s:.1f}s)" if o.started else f" ({o.detail})"),
+                + (f" ({o.duration_s:.1f}s)" if o.started else why),
                 file=sys.stderr,
                 flush=True,
             )

@@ -117,11 +117,16 @@ def desync_from_progress(ranks: dict[int, RankProgress]) -> Desync | None:
     if named:
         waiting = sorted(r for r, p in ranks.items() if p.barrier_missing)
         return Desync(None, None, named, waiting, "monitored-barrier")
-    timed = {r: p for r, p in ranks.items() if p.timed_out_seq is not None and p.told_by is None}
+    # rank -> the sequence number it timed out in, for ranks whose own watchdog said so
+    timed = {
+        r: p.timed_out_seq
+        for r, p in ranks.items()
+        if p.timed_out_seq is not None and p.told_by is None
+    }
     if not timed:
         return None
-    seq = min(p.timed_out_seq for p in timed.values())  # type: ignore[type-var]
-    op = next((p.op for p in timed.values() if p.timed_out_seq == seq and p.op), None)
+    seq = min(timed.values())
+    op = next((ranks[r].op for r, s in timed.items() if s == seq and ranks[r].op), None)
     missing = sorted(
         r
         for r, p in ranks.items()

@@ -25,6 +25,7 @@ from test_verify_support import (
 )
 
 import kb.verify as verify
+import kb.verify_sandbox as verify_sandbox
 from kb.model import Requirements
 from kb.verify import (
     CANCELLED,
@@ -304,7 +305,7 @@ def test_timeout_kills_the_whole_group(tmp_path):
 
 
 def test_sigterm_deaf_group_gets_sigkill(tmp_path, monkeypatch):
-    monkeypatch.setattr(verify, "KILL_GRACE", 0.5)
+    monkeypatch.setattr(verify_sandbox, "KILL_GRACE", 0.5)
     pidfile = tmp_path / "pid"
     t0 = time.monotonic()
     res = run_program(SPAWNER, {"PIDFILE": str(pidfile), "DEAF": "1"}, 1.0, sys.executable)

@@ -237,3 +237,18 @@ def test_an_interrupt_kills_and_exits_130(capsys, tmp_path, monkeypatch):
     statuses = {o["entry_id"]: o["status"] for o in json.loads(out)}
     assert statuses["hangs"] == "cancelled"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+def test_a_skip_reason_is_said_once_with_its_entries(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    ids = [f"gpu-only-{i}" for i in range(12)]
+    for i in ids:
+        write_entry(tmp_path / "mine" / "t", i, "print('x')", requires={"gpu": True})
+    code, out, err = run(capsys, "--kb-dir", str(tmp_path / "mine"), "--trust", *ids)
+    assert code == 3
+    reason = "no GPU: test: no NVML"
+    assert out.count(reason) == 1 and "skipped 12 entries: " + reason in out
+    listed = out.split(reason, 1)[1]
+    assert all(listed.count(i + ",") + listed.count(i + "\n") == 1 for i in ids), listed
+    assert "entry" not in out.split("skipped 12", 1)[0]  # no table of skipped rows before it
+    assert "test: no NVML" not in err.split("\n", 1)[1]  # progress lines do not repeat it

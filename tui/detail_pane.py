@@ -21,7 +21,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from kb import Entry, Evidence, Finding, LookupResult, Match, evidence_line
+from kb import Entry, Evidence, Finding, Fix, LookupResult, Match, evidence_line
 
 from .keys import widget_bindings
 
@@ -332,7 +332,7 @@ class DetailPane(VerticalScroll):
             text.append(str(v), style=st["capture"])
         return text
 
-    def _code(self, fix: dict, st: Styles) -> RenderableType:
+    def _code(self, fix: Fix, st: Styles) -> RenderableType:
         return Padding(
             Syntax(
                 fix["code"].rstrip(),

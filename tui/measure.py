@@ -22,7 +22,7 @@ import asyncio  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 
-import tui.app as tui_app  # noqa: E402
+from . import app as tui_app  # noqa: E402
 
 T_IMPORT = time.perf_counter() - T0
 
@@ -40,12 +40,13 @@ def big_log(lines: int) -> str:
 async def measure(rounds: int) -> dict[str, float]:
     from textual.widgets import TextArea
 
-    from tui.results_list import ResultsList
+    from .results_list import ResultsList
 
     out: dict[str, float] = {"import_ms": T_IMPORT * 1000}
     app = tui_app.create_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
+        assert app.mounted_at is not None  # on_mount has run once the pilot is up
         out["mount_ms"] = (app.mounted_at - app._created) * 1000
         while app.ready_at is None or app.kb_ready_at is None:
             await asyncio.sleep(0.002)
@@ -55,7 +56,8 @@ async def measure(rounds: int) -> dict[str, float]:
         out["usable_total_ms"] = T_IMPORT * 1000 + max(out["first_frame_ms"], out["entries_ms"])
         area = app.query_one("#paste", TextArea)
         for name, text in (("one_line", ONE_LINE), ("log_10k_lines", big_log(10_000))):
-            results, lookups = [], []
+            results: list[float] = []
+            lookups: list[float] = []
             for i in range(rounds):
                 app.last_result_ms = None
                 area.load_text(text + "\n" * (i % 2))  # a change every round
