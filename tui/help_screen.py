@@ -47,9 +47,9 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help-body"):
+        with VerticalScroll(id="help-body") as body:
+            body.border_title = "Help"
             yield Static(id="help-text")
-            yield Static("[$text-muted]esc closes[/]", id="help-close")
 
     def on_mount(self) -> None:
         accent = self.app.theme_variables.get("text-accent", "magenta")
@@ -70,6 +70,16 @@ class HelpScreen(ModalScreen[None]):
                 Text(AFTER, style="dim"),
             )
         )
+        body = self.query_one("#help-body", VerticalScroll)
+        # The page is taller than an 80x24 terminal: the border says there is more, and the
+        # scroll keys work because the page has the focus (the screen focuses it on open).
+        self.watch(body, "scroll_y", self._say_more, init=False)
+        self.call_after_refresh(self._say_more)
+
+    def _say_more(self, _scroll_y: float = 0.0) -> None:
+        body = self.query_one("#help-body", VerticalScroll)
+        more = body.max_scroll_y > 0 and body.scroll_y < body.max_scroll_y
+        body.border_subtitle = "↓ pgdn: more · esc closes" if more else "esc closes"
 
     def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
         self.dismiss(result)

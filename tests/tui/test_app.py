@@ -629,3 +629,40 @@ def test_verdict_banner_classes(status, fix, cls):
         "SKIPPED",
         "CANCELLED",
     )
+
+
+def screen_text(app) -> str:
+    """What the terminal shows as one run of words (from the SVG screenshot's text), box edges
+    dropped so that a sentence wrapped inside a bordered box reads whole."""
+    import html
+
+    svg = app.export_screenshot()
+    runs = re.findall(r"<text[^>]*>(.*?)</text>", svg)
+    text = " ".join(html.unescape(r).replace("\xa0", " ") for r in runs)
+    return " ".join(text.replace("│", " ").split())
+
+
+def test_help_at_80x24_scrolls_to_its_last_line(fake_kb, gpu):
+    from tui.help_screen import AFTER
+
+    last_words = " ".join(AFTER.split()[-4:])
+
+    async def go():
+        app = create_app(kb=fake_kb, environment=gpu)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f1")
+            await pilot.pause()
+            body = app.screen.query_one("#help-body")
+            assert body.max_scroll_y > 0  # taller than the terminal: the test means something
+            assert "more" in str(body.border_subtitle)
+            assert last_words not in screen_text(app)
+            await pilot.press("end")
+            await pilot.pause()
+            assert body.scroll_y == body.max_scroll_y
+            assert last_words in screen_text(app)
+            assert str(body.border_subtitle) == "esc closes"
+            await pilot.press("escape")
+            assert not isinstance(app.screen, HelpScreen)
+
+    run(go())
