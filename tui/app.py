@@ -46,7 +46,15 @@ from . import command_line, keys
 from .confirm_screen import ConfirmScreen
 from .detail_pane import DetailPane
 from .help_screen import HelpScreen
-from .log_source import READ_ERRORS, human_size, problem, read_tail, spool, spool_path
+from .log_source import (
+    READ_ERRORS,
+    human_size,
+    problem,
+    read_tail,
+    remove_spool,
+    spool,
+    spool_path,
+)
 from .lookup import LookupFailed, look_up
 from .machine_status import MachineStatus
 from .results_list import NO_MATCH, ResultsList
@@ -624,10 +632,7 @@ class KbApp(App[int]):
     def on_unmount(self) -> None:
         self._stop_spool.set()
         if self._spool is not None:
-            try:
-                self._spool.unlink()
-            except OSError:
-                pass
+            remove_spool(self._spool)
 
 
 def create_app(

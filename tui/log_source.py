@@ -136,9 +136,19 @@ def _from_line_start(data: bytes, cut: bool) -> str:
 
 
 def spool_path() -> Path:
-    fd, name = tempfile.mkstemp(prefix="kb-tui-stdin-", suffix=".log")
-    os.close(fd)
-    return Path(name)
+    """Where a pipe is copied: "stdin.log" in a folder of its own. The name matters: the job
+    lookup reads a file's name for a rank ("r12x.log", "_3.log") and skips kb's own files
+    ("kb-*"), and a random name could say either."""
+    return Path(tempfile.mkdtemp(prefix="kb-tui-")) / "stdin.log"
+
+
+def remove_spool(path: Path) -> None:
+    """The copy of the pipe, and its folder."""
+    for gone in (path.unlink, path.parent.rmdir):
+        try:
+            gone()
+        except OSError:
+            pass
 
 
 def spool(
