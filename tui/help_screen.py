@@ -18,8 +18,13 @@ INTRO = (
     "Matching entries appear as you type; the detail says what happened, the diagnosis of "
     "this log and the fix to try first. With the box empty, every entry is listed."
 )
+JOB = (
+    "A job (kb tui DIR, or o: a folder of per-rank logs, torchrun's --log-dir, a kb run folder, "
+    "or a log with rank prefixes) lists its ranks instead, the root cause first (▶); the "
+    "detail is the selected rank's diagnosis, and r and y act on its entry."
+)
 MORE = [
-    ("↑ ↓", "choose an entry in the list"),
+    ("↑ ↓", "choose an entry, or a job's rank, in the list"),
     ("tab", "next pane (shift+tab: the one before)"),
     ("pgup pgdn", "scroll the pane with the focus"),
     ("ctrl+p", "command palette (themes, screenshot)"),
@@ -62,10 +67,12 @@ class HelpScreen(ModalScreen[None]):
             Group(
                 title,
                 Text(""),
+                heads,  # the keys first: the rest scrolls below them at 80x24
+                keys_table(),
+                Text(""),
                 Text(INTRO),
                 Text(""),
-                heads,
-                keys_table(),
+                Text(JOB),
                 Text(""),
                 Text(AFTER, style="dim"),
             )

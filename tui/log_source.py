@@ -53,6 +53,17 @@ def check(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def check_folder(path: str | os.PathLike[str]) -> str | None:
+    """Before the TUI opens: can the folder be listed? None when it can. Which of its files are
+    a job's logs is for the lookup to find (and to say, when none is)."""
+    try:
+        with os.scandir(path):
+            pass
+    except OSError as e:
+        return problem(path, e)
+    return None
+
+
 class TolerantReader(io.RawIOBase):
     """A log stream that ends where it breaks, keeping the error instead of raising it, so a
     lookup gets everything before the break. `read_bytes` counts what came through."""
