@@ -312,7 +312,10 @@ def _args_verify(sp: argparse.ArgumentParser) -> None:
 
 
 def _args_tui(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--file", metavar="PATH")
+    sp.add_argument(
+        "path", nargs="?", metavar="PATH", help="a log file, or a job's folder (its ranks' logs)"
+    )
+    sp.add_argument("--file", metavar="PATH", help="a log file")
 
 
 # name -> (help, examples, what runs it, its arguments), in the order `kb --help` lists them
@@ -377,7 +380,8 @@ _COMMANDS: dict[
     ),
     "tui": (
         "Interactive: paste an error, read the diagnosis, run the repro.",
-        "  kb tui\n  kb tui --file train.log\n  python train.py 2>&1 | kb tui",
+        "  kb tui\n  kb tui train.log\n  kb tui runs/exp1      # a job's folder: its ranks, the root cause first\n"
+        "  python train.py 2>&1 | kb tui",
         _cmd_tui,
         _args_tui,
     ),

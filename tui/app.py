@@ -1,4 +1,6 @@
-"""The kb TUI: paste an error, read the diagnosis, run the repro on this machine.
+"""The kb TUI: paste an error, read the diagnosis, run the repro on this machine. A job (a folder
+of rank logs, or a log with several ranks) lists its ranks, the root cause first, in place of the
+paste box and the entries; the detail pane shows the selected rank.
 
 `create_app` is the one factory: `kb tui` (run_app) and the tests both build the app through it,
 injecting a knowledge base, an environment and a verifier where they want determinism.
@@ -46,9 +48,20 @@ from . import command_line, keys
 from .confirm_screen import ConfirmScreen
 from .detail_pane import DetailPane
 from .help_screen import HelpScreen
-from .log_source import READ_ERRORS, human_size, problem, read_tail, spool, spool_path
+from .job_ranks import JobInfo, shorter
+from .log_source import (
+    READ_ERRORS,
+    human_size,
+    problem,
+    read_tail,
+    remove_spool,
+    spool,
+    spool_path,
+)
 from .lookup import LookupFailed, look_up
 from .machine_status import MachineStatus
+from .open_screen import OpenScreen
+from .rank_list import RankList
 from .results_list import NO_MATCH, ResultsList
 from .run_panel import RunPanel
 from .verifier import Verifier
@@ -60,6 +73,7 @@ MAX_AREA_CHARS = (
 # into a soft-wrapping TextArea froze the UI for ~0.8 s; 64 KiB is ~900 lines and ~50 ms)
 LIVE_LOOKUP_S = 2.0  # while a pipe is still arriving, look up what came so far this often
 GPU_REFRESH_S = 5.0
+COMPACT_BELOW = 100  # columns
 TOP = 8
 
 
@@ -89,6 +103,7 @@ class KbApp(App[int]):
         self.verifier = verifier or Verifier()
         self.python = python
         self.result: LookupResult | None = None
+        self.job: JobInfo | None = None  # the ranks of a job (a folder, a multi-rank log)
         self.last_lookup_ms: float | None = None  # lookup compute time, in the worker
         self.last_result_ms: float | None = None  # debounce firing -> list updated
         self.mounted_at: float | None = None
@@ -133,6 +148,7 @@ class KbApp(App[int]):
                 )
                 yield Input(id="filter", placeholder="/ filter entries", compact=True)
                 yield ResultsList(id="results")
+                yield RankList(id="ranks")  # in place of the three above while a job is open
             with TabbedContent(id="right", initial="details"):
                 with TabPane("Details", id="details"):
                     yield DetailPane(id="detail")
@@ -152,6 +168,11 @@ class KbApp(App[int]):
         results.focus()  # so every letter key works and the footer shows them; a paste still lands in the box
         self.call_after_refresh(self._start_background)
         self.mounted_at = time.perf_counter()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Below 100 columns the footer drops the spaces around its keys: at 80, while typing,
+        # the roomy footer pushed "esc Back" off the line.
+        self.query_one(Footer).compact = event.size.width < COMPACT_BELOW
 
     def on_ready(self) -> None:
         self.ready_at = time.perf_counter()
@@ -277,9 +298,13 @@ class KbApp(App[int]):
 
     # ------------------------------------------------------------------ a log from a file or a pipe
     def _read_log_tail(self) -> None:
-        """Worker: the tail of the file for the editor (the lookup reads the file whole)."""
+        """Worker: the tail of the file for the editor (the lookup reads the file whole); a
+        folder has no tail, and goes straight to its lookup."""
         log = self._log_path
         if log is None:  # cleared meanwhile
+            return
+        if log.is_dir():
+            self._call_ui(self._folder_opened, log)
             return
         try:
             tail, size, trouble = read_tail(log, MAX_AREA_CHARS)
@@ -288,9 +313,29 @@ class KbApp(App[int]):
             return
         self._call_ui(self._log_loaded, tail, size, trouble)
 
+    def _folder_opened(self, folder: Path) -> None:
+        if folder != self._log_path:  # another path was opened meanwhile
+            return
+        area = self.query_one("#paste", TextArea)
+        area.border_title = f"{folder.name or folder}/"
+        area.border_subtitle = "a folder: its logs are read as one job"
+        self._start_lookup()
+
     def _log_failed(self, why: str) -> None:
         self._log_path = None
-        self._message = ("Cannot read the log", why, True)
+        self._show_failure(why)
+
+    def _show_failure(self, why: str) -> None:
+        """The input could not be read: the detail pane says why, and the list is emptied of
+        what another input found (a list of entries would select its first row, and the pane
+        would show that entry instead of why)."""
+        self._message = ("Cannot read the input", why, True)
+        self.result = None
+        self._set_job(None)
+        results = self.query_one(ResultsList)
+        results.clear_options()
+        results.border_title = "Nothing read"
+        results.border_subtitle = ""
         self.query_one(DetailPane).show_message(*self._message)
         self.notify(why, severity="error", timeout=15)
 
@@ -330,6 +375,8 @@ class KbApp(App[int]):
             self._call_ui(self._log_failed, f"cannot read the piped log: {e}")
             return
         self._streaming = False
+        if self._stop_spool.is_set():  # cleared, or another path opened: the pipe is not the input
+            return
         self._call_ui(self._pipe_progress, total)
         self._read_log_tail()
 
@@ -337,6 +384,7 @@ class KbApp(App[int]):
         area = self.query_one("#paste", TextArea)
         if self._streaming:
             area.border_subtitle = f"reading stdin: {human_size(n)}"
+            self.query_one(RankList).border_subtitle = area.border_subtitle
             self._message = (
                 "Reading the piped log…",
                 f"{human_size(n)} so far. Results follow as it arrives; the whole log is "
@@ -391,6 +439,7 @@ class KbApp(App[int]):
         self._generation += 1
         if target is None:
             self.result = None
+            self._set_job(None)
             self._refresh_list(fresh=True)
             return
         gen, fired, label = self._generation, time.perf_counter(), self._log_label
@@ -400,7 +449,7 @@ class KbApp(App[int]):
         def work() -> None:
             t0 = time.perf_counter()
             try:
-                result = look_up(engine, target, label, TOP)
+                result, job = look_up(engine, target, label, TOP)
             except LookupFailed as e:
                 self._call_ui(self._lookup_failed, gen, str(e))
                 return
@@ -408,7 +457,7 @@ class KbApp(App[int]):
                 self._call_ui(self._lookup_failed, gen, f"lookup failed: {type(e).__name__}: {e}")
                 return
             took = (time.perf_counter() - t0) * 1000
-            self._call_ui(self._show_result, gen, result, took, fired)
+            self._call_ui(self._show_result, gen, result, job, took, fired)
 
         self.run_worker(work, thread=True, group="lookup", exit_on_error=False)
 
@@ -417,12 +466,16 @@ class KbApp(App[int]):
         self.query_one(ResultsList).border_subtitle = ""
         if gen != self._generation:
             return
-        self._message = ("Cannot read the log", why, True)
-        self.result = None
-        self._refresh_list(fresh=True)
-        self.notify(why, severity="error", timeout=15)
+        self._show_failure(why)
 
-    def _show_result(self, gen: int, result: LookupResult, took_ms: float, fired: float) -> None:
+    def _show_result(
+        self,
+        gen: int,
+        result: LookupResult,
+        job: JobInfo | None,
+        took_ms: float,
+        fired: float,
+    ) -> None:
         self._lookup_running = False
         self.query_one(ResultsList).border_subtitle = ""
         if gen != self._generation or not self.is_running:
@@ -431,8 +484,33 @@ class KbApp(App[int]):
         self.last_lookup_ms = took_ms
         if not self._streaming:
             self._message = None
+        self._set_job(job)
         self._refresh_list(fresh=True)
         self.last_result_ms = (time.perf_counter() - fired) * 1000
+
+    # ------------------------------------------------------------------ a job: its ranks
+    def _set_job(self, job: JobInfo | None) -> None:
+        """Show a job's ranks in place of the paste box and the list, or put those back."""
+        was = self.job
+        self.job = job
+        left = self.query_one("#left")
+        ranks = self.query_one(RankList)
+        left.set_class(job is not None, "-job")
+        if job is not None:
+            # a pipe read again keeps the rank it was on; a newly opened job starts on the root
+            ranks.show_job(job, fresh=was is None)
+            ranks.border_subtitle = (
+                self.query_one("#paste", TextArea).border_subtitle
+                if self._streaming
+                else shorter(self._log_label)
+            )
+            if was is None or not isinstance(self.focused, RankList):
+                ranks.focus()  # the hidden widgets cannot keep the focus
+        elif was is not None:
+            ranks.clear_options()
+            if self.focused is None or isinstance(self.focused, RankList):
+                self.query_one(ResultsList).focus()
+        self.refresh_bindings()
 
     # ------------------------------------------------------------------ list and detail
     @on(Input.Changed, "#filter")
@@ -464,6 +542,7 @@ class KbApp(App[int]):
         self._show_selected()
 
     @on(OptionList.OptionHighlighted, "#results")
+    @on(OptionList.OptionHighlighted, "#ranks")
     def _highlighted(self) -> None:
         try:
             self._show_selected()
@@ -472,6 +551,11 @@ class KbApp(App[int]):
 
     def _selected(self) -> tuple[Entry | None, Match | None, bool]:
         """(the selected entry, its match, whether it is only a guess)."""
+        if self.job is not None:
+            row = self.query_one(RankList).selected_row
+            if row is None or row.match is None:
+                return None, None, False
+            return row.match.entry, row.match, False
         entry_id = self.query_one(ResultsList).selected_id
         if entry_id is None or entry_id == NO_MATCH or self.kb is None:
             return None, None, False
@@ -487,7 +571,11 @@ class KbApp(App[int]):
     def _show_selected(self) -> None:
         entry, match, guess = self._selected()
         pane = self.query_one(DetailPane)
-        if entry is not None and self.kb is not None:
+        row = self.query_one(RankList).selected_row if self.job is not None else None
+        if self.job is not None and row is not None and self.kb is not None:
+            evidence = self.kb.evidence_for(entry.id) if entry is not None else []
+            pane.show_rank(self.job, row, entry, evidence, self.result)
+        elif entry is not None and self.kb is not None:
             pane.show_entry(entry, self.kb.evidence_for(entry.id), match, self.result, guess)
         elif self._message is not None and (self.result is None or self._streaming):
             pane.show_message(*self._message)
@@ -524,8 +612,8 @@ class KbApp(App[int]):
             return running if action == "cancel" else not running
         if action == "focus_paste":
             return not isinstance(self.focused, TextArea)
-        if action == "focus_filter":
-            return not isinstance(self.focused, Input)
+        if action == "focus_filter":  # a job lists its ranks, which the filter does not filter
+            return self.job is None and not isinstance(self.focused, Input)
         if action == "escape":
             try:
                 running = self.query_one(RunPanel).running
@@ -541,14 +629,38 @@ class KbApp(App[int]):
         self.query_one("#filter", Input).focus()
 
     def action_focus_paste(self) -> None:
+        if self.job is not None:  # the box is hidden under the job: close the job to paste
+            self.action_clear_paste()
+            return
         self.query_one("#paste", TextArea).focus()
 
     def action_clear_paste(self) -> None:
         self._stop_spool.set()
         self._log_path, self._area_tail, self._message = None, None, None
         self._load_area("")
+        self._start_lookup()  # first: closing a job moves the focus, and the box must get it
         self.query_one("#paste", TextArea).focus()
-        self._start_lookup()
+
+    def action_open(self) -> None:
+        start = self._log_label if self._log_path is not None and not self._streaming else ""
+        self.push_screen(OpenScreen(start), self._open_chosen)
+
+    def _open_chosen(self, path: str | None) -> None:
+        if path:
+            self.open_path(Path(path).expanduser())
+
+    def open_path(self, path: Path) -> None:
+        """Make a folder or a log file the input, as `kb tui PATH` does: read in workers, a
+        folder (or a log with several ranks) shown as a job. A pipe still being read stops."""
+        self._stop_spool.set()
+        self._streaming = False
+        self._generation += 1  # a lookup still running for the old input is not shown
+        self._log_path, self._log_label, self._area_tail = path, str(path), ""
+        self._message = ("Reading " + self._log_label + "…", "", False)
+        self._load_area("")
+        self.query_one(DetailPane).show_message(*self._message)
+        self.query_one(ResultsList).border_subtitle = "reading…"
+        self.run_worker(self._read_log_tail, thread=True, group="input", exit_on_error=False)
 
     def action_toggle_log(self) -> None:
         tabs = self.query_one(TabbedContent)
@@ -624,10 +736,7 @@ class KbApp(App[int]):
     def on_unmount(self) -> None:
         self._stop_spool.set()
         if self._spool is not None:
-            try:
-                self._spool.unlink()
-            except OSError:
-                pass
+            remove_spool(self._spool)
 
 
 def create_app(

@@ -1,4 +1,5 @@
-"""`kb tui [--file PATH]`, or `cmd 2>&1 | kb tui`: check the input, take the terminal, run the app."""
+"""`kb tui [PATH]` (a log file or a job's folder), or `cmd 2>&1 | kb tui`: check the input, take
+the terminal, run the app."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import BinaryIO
 
 from textual.app import App
 
-from .log_source import check
+from .log_source import check, check_folder
 
 
 def attach_terminal() -> str | None:
@@ -36,15 +37,23 @@ def attach_terminal() -> str | None:
 
 
 def main(args: argparse.Namespace, make_app: Callable[..., App[int]]) -> int:
-    """A file is checked before the screen changes (a bad one is said in one line, exit 2); a
-    pipe is handed to the app unread, which copies it in a worker while the screen is up. A
-    folder (a job's rank logs) is refused for now: it belongs to kb's job lookup once that is in
-    kb's public API (see tui/lookup.py)."""
-    path = getattr(args, "file", None)
-    log = Path(path) if path else None
+    """A path is checked before the screen changes (a bad one is said in one line, exit 2): a
+    file must be readable, a folder listable (the app reads it as a job). A pipe is handed to the
+    app unread, which copies it in a worker while the screen is up."""
+    path, file = getattr(args, "path", None), getattr(args, "file", None)
+    if path and file:
+        print("kb: give a PATH or --file, not both", file=sys.stderr)
+        return 2
+    given: str | None = path or file
+    log = Path(given) if given else None
     stream: BinaryIO | None = None
     if log is not None:
-        why = check(log)
+        if file and log.is_dir():
+            why: str | None = (
+                f"{log} is a folder, not a log file (give a job's folder without --file)"
+            )
+        else:
+            why = check_folder(log) if log.is_dir() else check(log)
         if why:
             print(f"kb: {why}", file=sys.stderr)
             return 2

@@ -4,8 +4,10 @@ For an entry: what happened (one line), the diagnosis of this log with its numbe
 try first, then causes, diagnostics, the other fixes, the entry's own description, the matched
 line and signature, and the evidence per GPU kind. A full-text suggestion is shown under a banner
 saying it is a guess; when nothing matched, the pane says so first and lists the guesses as
-guesses. Rendered as one rich Group in one Static (one update per selection); colours come from
-the theme at render time, and the pane re-renders when the theme changes.
+guesses. For a rank of a job, its part in the job and what happened to it come first, then its
+entry as above, then the job's verdict. Rendered as one rich Group in one Static (one update per
+selection); colours come from the theme at render time, and the pane re-renders when the theme
+changes.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from textual.widgets import Static
 
 from kb import Entry, Evidence, Finding, Fix, LookupResult, Match, evidence_line
 
+from . import rank_detail
+from .job_ranks import JobInfo, RankRow
 from .keys import widget_bindings
 
 INTRO = (
@@ -137,6 +141,18 @@ class DetailPane(VerticalScroll):
     ) -> None:
         self._show(lambda st: self._entry(entry, evidence, match, result, guess, st))
 
+    def show_rank(
+        self,
+        job: JobInfo,
+        row: RankRow,
+        entry: Entry | None,
+        evidence: list[Evidence],
+        result: LookupResult | None = None,
+    ) -> None:
+        """One rank of a job: its part in the job, then its entry as for any lookup; result is
+        the whole job's (what was read, and any trouble reading it)."""
+        self._show(lambda st: self._rank(job, row, entry, evidence, result, st))
+
     def _show(self, render: Callable[[Styles], list[RenderableType]]) -> None:
         self._build = render
         self._paint()
@@ -165,6 +181,7 @@ class DetailPane(VerticalScroll):
             "bad": c("text-error", "red"),
             "dim": "dim",
             "banner": f"bold {c('text-warning', 'yellow')} on {c('warning-muted', 'default')}",
+            "root": f"bold {c('text-error', 'red')} on {c('error-muted', 'default')}",
             "match": f"bold {c('text-accent', 'magenta')}",
             "capture": f"bold reverse {c('text-warning', 'yellow')}",
             "code_bg": c("panel", "default"),
@@ -226,10 +243,39 @@ class DetailPane(VerticalScroll):
         found, _, asked = m.captures.get("terms", "?/?").partition("/")
         return f"{found} of the log's {asked} search terms are in this entry"
 
-    def _input_notes(self, r: LookupResult, st: Styles) -> list[RenderableType]:
+    def _input_notes(self, r: LookupResult, st: Styles, where: str = "") -> list[RenderableType]:
         n = r.lines_scanned
-        notes = [f"{n:,} line{'s' if n != 1 else ''} read"] + list(r.warnings)
+        read = f"{n:,} line{'s' if n != 1 else ''} read" + (f" from {where}" if where else "")
+        notes = [read, *r.warnings]
         return [Text("\n" + " · ".join(notes), style=st["dim"])]
+
+    # ------------------------------------------------------------------ one rank of a job
+    def _rank(
+        self,
+        job: JobInfo,
+        row: RankRow,
+        e: Entry | None,
+        evs: list[Evidence],
+        r: LookupResult | None,
+        st: Styles,
+    ) -> list[RenderableType]:
+        m = row.match
+        sig = e.signature(m.signature) if e is not None and m is not None and m.signature else None
+        line = highlight_line(
+            row.line.strip(), sig.pattern if sig else None, bool(sig and sig.ignore_case), st
+        )
+        out = rank_detail.head(job, row, line, st)
+        if e is not None and m is not None:
+            out.append(Text(""))
+            out += self._entry(e, evs, m, row.lookup, False, st, notes=False)
+        else:
+            out += rank_detail.no_entry(row, st)
+            if row.lookup is not None:  # numbers in its line are worth working out even so
+                out += self._diagnosis(row.lookup.diagnosis, None, st)
+        out += rank_detail.job_section(job, st)
+        if r is not None:
+            out += self._input_notes(r, st, rank_detail.files_read(job))
+        return out
 
     # ------------------------------------------------------------------ one entry
     def _entry(
@@ -240,6 +286,7 @@ class DetailPane(VerticalScroll):
         r: LookupResult | None,
         guess: bool,
         st: Styles,
+        notes: bool = True,
     ) -> list[RenderableType]:
         out: list[RenderableType] = []
         happened, rest = first_sentence(e.summary)
@@ -288,7 +335,7 @@ class DetailPane(VerticalScroll):
                         Text.assemble((ref.get("title", "") + " ", ""), (ref["url"], st["dim"])), st
                     )
                 )
-        if r is not None:
+        if r is not None and notes:
             out += self._input_notes(r, st)
         return out
 

@@ -18,8 +18,13 @@ INTRO = (
     "Matching entries appear as you type; the detail says what happened, the diagnosis of "
     "this log and the fix to try first. With the box empty, every entry is listed."
 )
+JOB = (
+    "A job (kb tui DIR, or o: a folder of per-rank logs, torchrun's --log-dir, a kb run folder, "
+    "or a log with rank prefixes) lists its ranks instead, the root cause first (▶); the "
+    "detail is the selected rank's diagnosis, and r and y act on its entry."
+)
 MORE = [
-    ("↑ ↓", "choose an entry in the list"),
+    ("↑ ↓", "choose an entry, or a job's rank, in the list"),
     ("tab", "next pane (shift+tab: the one before)"),
     ("pgup pgdn", "scroll the pane with the focus"),
     ("ctrl+p", "command palette (themes, screenshot)"),
@@ -47,9 +52,9 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help-body"):
+        with VerticalScroll(id="help-body") as body:
+            body.border_title = "Help"
             yield Static(id="help-text")
-            yield Static("[$text-muted]esc closes[/]", id="help-close")
 
     def on_mount(self) -> None:
         accent = self.app.theme_variables.get("text-accent", "magenta")
@@ -62,14 +67,26 @@ class HelpScreen(ModalScreen[None]):
             Group(
                 title,
                 Text(""),
+                heads,  # the keys first: the rest scrolls below them at 80x24
+                keys_table(),
+                Text(""),
                 Text(INTRO),
                 Text(""),
-                heads,
-                keys_table(),
+                Text(JOB),
                 Text(""),
                 Text(AFTER, style="dim"),
             )
         )
+        body = self.query_one("#help-body", VerticalScroll)
+        # The page is taller than an 80x24 terminal: the border says there is more, and the
+        # scroll keys work because the page has the focus (the screen focuses it on open).
+        self.watch(body, "scroll_y", self._say_more, init=False)
+        self.call_after_refresh(self._say_more)
+
+    def _say_more(self, _scroll_y: float = 0.0) -> None:
+        body = self.query_one("#help-body", VerticalScroll)
+        more = body.max_scroll_y > 0 and body.scroll_y < body.max_scroll_y
+        body.border_subtitle = "↓ pgdn: more · esc closes" if more else "esc closes"
 
     def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
         self.dismiss(result)

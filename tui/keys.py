@@ -30,9 +30,10 @@ KEYS: tuple[Key, ...] = (
     Key("cancel", "c", "f5", "Cancel", "stop the running repro (esc too) and kill its processes"),
     Key("copy_fix", "y", "ctrl+o", "Copy fix", "copy the code of the fix to try first"),
     Key("focus_filter", "slash", "ctrl+f", "Filter", "filter the list by id, title, area or tag"),
-    Key("focus_paste", "i", "f2", "Paste", "type or paste an error or a log (the box on the left)"),
+    Key("focus_paste", "i", "f2", "Paste", "type or paste an error or a log (closes a job)"),
+    Key("open", "o", "f3", "Open", "open a job's folder or a log file; a job lists its ranks"),
     Key("toggle_log", "l", "f4", "Log", "switch between the details and the repro's log"),
-    Key("clear_paste", "", "ctrl+l", "Clear", "empty the paste box (back to every entry)"),
+    Key("clear_paste", "", "ctrl+l", "Clear", "empty the paste box, close a job: every entry"),
     Key("escape", "", "escape", "Back", "leave a text box; cancel a running repro"),
 )
 """In footer order."""

@@ -53,6 +53,17 @@ def check(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def check_folder(path: str | os.PathLike[str]) -> str | None:
+    """Before the TUI opens: can the folder be listed? None when it can. Which of its files are
+    a job's logs is for the lookup to find (and to say, when none is)."""
+    try:
+        with os.scandir(path):
+            pass
+    except OSError as e:
+        return problem(path, e)
+    return None
+
+
 class TolerantReader(io.RawIOBase):
     """A log stream that ends where it breaks, keeping the error instead of raising it, so a
     lookup gets everything before the break. `read_bytes` counts what came through."""
@@ -136,9 +147,19 @@ def _from_line_start(data: bytes, cut: bool) -> str:
 
 
 def spool_path() -> Path:
-    fd, name = tempfile.mkstemp(prefix="kb-tui-stdin-", suffix=".log")
-    os.close(fd)
-    return Path(name)
+    """Where a pipe is copied: "stdin.log" in a folder of its own. The name matters: the job
+    lookup reads a file's name for a rank ("r12x.log", "_3.log") and skips kb's own files
+    ("kb-*"), and a random name could say either."""
+    return Path(tempfile.mkdtemp(prefix="kb-tui-")) / "stdin.log"
+
+
+def remove_spool(path: Path) -> None:
+    """The copy of the pipe, and its folder."""
+    for gone in (path.unlink, path.parent.rmdir):
+        try:
+            gone()
+        except OSError:
+            pass
 
 
 def spool(

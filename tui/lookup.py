@@ -1,9 +1,9 @@
-"""The TUI's one lookup call: typed text, or a log file read whole, through kb.Engine.lookup.
+"""The TUI's one lookup call: typed text through kb.Engine.lookup; a log file or a job's folder
+through kb.Engine.lookup_job, which gives a job view beside the result when the input holds
+several ranks (a folder of per-rank logs, torchrun's --log-dir, one log with rank prefixes).
 
-Blocking (a log can be gigabytes), so the app calls it from a worker thread. This is also where
-a job lookup belongs once kb has one in its public API: a folder of rank logs, or a multi-rank
-log, would go to it here and come back with the per-rank verdicts beside the LookupResult.
-Nothing here imports Textual.
+Blocking (a log can be gigabytes), so the app calls it from a worker thread. Nothing here
+imports Textual.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kb import Engine, LookupResult
 
+from .job_ranks import JobInfo, job_of
 from .log_source import READ_ERRORS, human_size, open_tolerant, problem
 
 
@@ -26,11 +27,27 @@ def normalize_paste(text: str) -> str:
     return text
 
 
-def look_up(engine: Engine, target: Path | str, label: str, top: int) -> LookupResult:
-    """Look up typed text, or a log file whole (plain or gzip, any size). A file that breaks
-    partway gives the results for what came before the break, and a warning that says so."""
+def look_up(
+    engine: Engine, target: Path | str, label: str, top: int
+) -> tuple[LookupResult, JobInfo | None]:
+    """(the result, the job view or None). Typed text is one process's output; a file (plain or
+    gzip, any size) or a folder is read whole as a job."""
     if isinstance(target, str):
-        return engine.lookup(normalize_paste(target), top=top)
+        return engine.lookup(normalize_paste(target), top=top), None
+    try:
+        looked = engine.lookup_job([str(target)], top=top)
+    except Exception as e:
+        if target.is_dir():  # nothing else reads a folder: say why in words
+            raise LookupFailed(str(e) or type(e).__name__) from e
+        # A file the job lookup could not read whole (a gzip cut short, a disk error): the
+        # tolerant reader gives the results for what came before the break, and says so.
+        return look_up_file(engine, target, label, top), None
+    return looked.result, job_of(engine, looked, top)
+
+
+def look_up_file(engine: Engine, target: Path, label: str, top: int) -> LookupResult:
+    """A log file whole, as one process's output. A file that breaks partway gives the results
+    for what came before the break, and a warning that says so."""
     try:
         stream, raw = open_tolerant(target)
         with stream:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+JOBS = Path(__file__).resolve().parents[1] / "fixtures" / "jobs"  # real CPU jobs (gloo, 2 ranks)
 ILLEGAL = "RuntimeError: CUDA error: an illegal memory access was encountered"
 OOM_LOG = (
     "epoch 3 step 1200 loss 2.31\n"
@@ -66,6 +67,20 @@ def fake_kb():
         ]
     }
     return kb
+
+
+@pytest.fixture
+def job_kb():
+    """The fake entries, plus two for the job view: the launcher's line for a rank killed by a
+    signal, and a peer's reset connection (the two ranks of tests/fixtures/jobs/cpu-sigkill)."""
+    from kb import KnowledgeBase
+    from kb.knowledge import load
+
+    loaded = load(bundled=[FIXTURES / "entries", FIXTURES / "job-entries"], use_cache=False)
+    assert not loaded.problems, loaded.problems
+    return KnowledgeBase(
+        loaded.entries, loaded.problems, content_hash=loaded.content_hash, warnings=loaded.warnings
+    )
 
 
 @pytest.fixture

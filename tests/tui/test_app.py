@@ -1,4 +1,5 @@
-"""Pilot-driven tests of the TUI: paste -> results -> detail, runs, cancel, no GPU, local entries."""
+"""Pilot-driven tests of the TUI: paste -> results -> detail, runs, cancel, no GPU, local entries,
+jobs (a folder or a multi-rank log: the ranks, the root cause first)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import ILLEGAL, OOM_LOG, settle
+from conftest import ILLEGAL, JOBS, OOM_LOG, settle
 from textual.widgets import Input, TextArea
 
 import tui.app as tui_app
@@ -19,6 +20,7 @@ from tui.app import create_app, run_app
 from tui.confirm_screen import ConfirmScreen
 from tui.help_screen import HelpScreen
 from tui.machine_status import MachineStatus, status_line
+from tui.rank_list import RankList
 from tui.results_list import NO_MATCH, ResultsList
 from tui.run_panel import RunPanel
 
@@ -629,3 +631,287 @@ def test_verdict_banner_classes(status, fix, cls):
         "SKIPPED",
         "CANCELLED",
     )
+
+
+def screen_text(app) -> str:
+    """What the terminal shows as one run of words (from the SVG screenshot's text), box edges
+    dropped so that a sentence wrapped inside a bordered box reads whole."""
+    import html
+
+    svg = app.export_screenshot()
+    runs = re.findall(r"<text[^>]*>(.*?)</text>", svg)
+    text = " ".join(html.unescape(r).replace("\xa0", " ") for r in runs)
+    return " ".join(text.replace("│", " ").split())
+
+
+def test_help_at_80x24_scrolls_to_its_last_line(fake_kb, gpu):
+    from tui.help_screen import AFTER
+
+    last_words = " ".join(AFTER.split()[-4:])
+
+    async def go():
+        app = create_app(kb=fake_kb, environment=gpu)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press("f1")
+            await pilot.pause()
+            body = app.screen.query_one("#help-body")
+            assert body.max_scroll_y > 0  # taller than the terminal: the test means something
+            assert "more" in str(body.border_subtitle)
+            assert last_words not in screen_text(app)
+            await pilot.press("end")
+            await pilot.pause()
+            assert body.scroll_y == body.max_scroll_y
+            assert last_words in screen_text(app)
+            assert str(body.border_subtitle) == "esc closes"
+            await pilot.press("escape")
+            assert not isinstance(app.screen, HelpScreen)
+
+    run(go())
+
+
+# ---------------------------------------------------------------- the job view
+SIGKILL_JOB = JOBS / "cpu-sigkill" / "run"  # rank 1 killed by SIGKILL; rank 0 lost its peer
+
+
+def rank_rows(app) -> list[str]:
+    """The rank list's rows as shown, one string a row."""
+    ranks = app.query_one(RankList)
+    return [" ".join(str(o.prompt).split()) for o in ranks.options]
+
+
+async def open_job(pilot) -> None:
+    await settle(pilot, until=lambda: pilot.app.job is not None)
+    await settle(pilot)
+
+
+def test_a_job_folder_lists_its_ranks_root_cause_first(job_kb, gpu):
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu, log=SIGKILL_JOB)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_job(pilot)
+            ranks = app.query_one(RankList)
+            assert ranks.display and not app.query_one("#paste").display
+            assert app.focused is ranks
+            rows = rank_rows(app)
+            assert len(rows) == 2
+            assert rows[0].startswith("▶ rank 1 root cause") and "exit -9 (SIGKILL)" in rows[0]
+            assert rows[1].startswith("rank 0 consequence") and "fake-peer-reset" in rows[1]
+            assert ranks.highlighted == 0
+            shown = detail_text(app)
+            assert shown.startswith(" ROOT CAUSE  rank 1")
+            assert "fake-killed-by-signal" in shown and "exit -9 (SIGKILL)" in shown
+            assert "rank 1 failed first" in shown  # the job's verdict, under the rank's own
+            assert "Try first" in shown
+            keys = footer_keys(app)
+            assert keys["open"] == "o" and keys["quit"] in ("q", "^q") and keys["run"] == "r"
+            assert "focus_filter" not in keys  # the filter filters entries, not ranks
+
+    run(go())
+
+
+def test_selecting_another_rank_shows_its_diagnosis(job_kb, gpu):
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu, log=SIGKILL_JOB)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_job(pilot)
+            root_detail = detail_text(app)
+            await pilot.press("down")
+            await pilot.pause()
+            shown = detail_text(app)
+            assert shown != root_detail
+            assert shown.startswith("rank 0 · a consequence of rank 1's failure")
+            assert "lost the connection to a rank that had died" in shown
+            assert "fake-peer-reset" in shown and "ROOT CAUSE" not in shown
+            assert "exit -15 (SIGTERM)" in shown
+            # the keys act on the selected rank's entry
+            await pilot.press("y")
+            assert app.clipboard == ""  # fake-peer-reset's fix has no code
+            await pilot.press("up")
+            await pilot.press("y")
+            assert app.clipboard.startswith("loader = DataLoader(")
+
+    run(go())
+
+
+def test_open_key_opens_a_job_folder(job_kb, gpu):
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            assert app.job is None
+            await pilot.press("o")
+            await pilot.pause()
+            field = app.screen.query_one("#open-path", Input)
+            assert app.focused is field
+            field.value = str(SIGKILL_JOB)
+            await pilot.press("enter")
+            await open_job(pilot)
+            assert rank_rows(app)[0].startswith("▶ rank 1 root cause")
+            assert str(app.query_one(RankList).border_subtitle) == "cpu-sigkill/run"
+            # f3 works from inside the paste box too; esc leaves the prompt without opening
+            await pilot.press("i")  # closes the job: the box is where pasting happens
+            await settle(pilot)
+            assert app.job is None and isinstance(app.focused, TextArea)
+            await pilot.press("f3")
+            await pilot.pause()
+            await pilot.press("escape")
+            await settle(pilot)
+            assert app.job is None and isinstance(app.focused, TextArea)
+
+    run(go())
+
+
+def test_opening_a_path_that_is_not_there_says_so(job_kb, gpu, tmp_path):
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu, log=SIGKILL_JOB)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_job(pilot)
+            app.open_path(tmp_path / "no-such-run")
+            await settle(pilot, until=lambda: app.job is None)
+            await settle(pilot)
+            assert detail_text(app).startswith("Cannot read the input")
+            assert "no such file" in detail_text(app)
+            empty = tmp_path / "empty"
+            empty.mkdir()
+            app.open_path(empty)
+            await settle(pilot, until=lambda: "no log files" in detail_text(app))
+            assert app.job is None
+
+    run(go())
+
+
+def test_quit_works_from_the_job_view(job_kb, gpu):
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu, log=SIGKILL_JOB)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_job(pilot)
+            await pilot.press("down")
+            await pilot.press("q")
+            await pilot.pause()
+            assert not app.is_running
+
+    run(go())
+
+
+def test_a_piped_multi_rank_log_opens_the_job_view(job_kb, gpu):
+    log = (SIGKILL_JOB / "output.log").read_bytes()  # torchrun's own output: both ranks in it
+
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu, stream=io.BytesIO(log))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, until=lambda: app.job is not None and not app._streaming)
+            await settle(pilot)
+            rows = rank_rows(app)
+            assert rows[0].startswith("▶ rank 1 root cause") and rows[1].startswith("rank 0")
+
+    run(go())
+
+
+def test_one_process_log_is_no_job(job_kb, gpu, tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text(OOM_LOG)
+
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu, log=log)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot, until=lambda: app.result is not None)
+            await settle(pilot)
+            assert app.job is None and not app.query_one(RankList).display
+            assert option_ids(app) == ["fake-gpu-oom"]
+
+    run(go())
+
+
+def test_job_lookups_run_in_workers(job_kb, gpu, monkeypatch):
+    import threading
+
+    main = threading.get_ident()
+    where = []
+    real = tui_app.Engine.lookup_job
+
+    def recording(self, paths, **kw):
+        where.append("main" if threading.get_ident() == main else "worker")
+        return real(self, paths, **kw)
+
+    monkeypatch.setattr(tui_app.Engine, "lookup_job", recording)
+
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu, log=SIGKILL_JOB)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_job(pilot)
+        assert where and set(where) == {"worker"}
+
+    run(go())
+
+
+def test_job_rows_name_a_desyncs_straggler_first(job_kb):
+    """cpu-stall: rank 1 never reached the all_reduce, rank 0 timed out waiting for it."""
+    from kb import Engine
+    from tui.lookup import look_up
+
+    _, job = look_up(Engine(knowledge=job_kb), JOBS / "cpu-stall" / "run", "", 8)
+    assert job is not None and job.kind == "desync"
+    root, other = job.rows
+    assert (root.who, root.label, root.verdict) == ("rank 1", "root cause", "straggler")
+    assert root.line_of == "rank 0" and "Timed out waiting" in root.line
+    assert (other.who, other.role) == ("rank 0", "consequence")
+    assert job.torchrun.startswith("torchrun: first observed failure rank 0")
+    assert any("torchrun" in n for n in job.notes)  # torchrun blames the rank that waited
+
+
+def test_run_app_takes_a_folder_and_refuses_it_as_file(tmp_path, monkeypatch, capsys):
+    import tui.command_line as command_line
+
+    made = {}
+
+    class Fake:
+        return_code = 0
+
+        def run(self):
+            pass
+
+    def make_app(**kw):
+        made.update(kw)
+        return Fake()
+
+    monkeypatch.setattr(command_line, "attach_terminal", lambda: None)
+    args = SimpleNamespace(path=str(SIGKILL_JOB), file=None, kb_dir=None)
+    assert command_line.main(args, make_app) == 0
+    assert made["log"] == SIGKILL_JOB
+    args = SimpleNamespace(path=None, file=str(SIGKILL_JOB), kb_dir=None)
+    assert command_line.main(args, make_app) == 2
+    assert "give a job's folder without --file" in capsys.readouterr().err
+    args = SimpleNamespace(path=str(tmp_path / "gone"), file=None, kb_dir=None)
+    assert command_line.main(args, make_app) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_path_completion(tmp_path):
+    from tui.open_screen import complete
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "rank0.log").write_text("x")
+    (tmp_path / ".hidden").mkdir()
+    assert complete(str(tmp_path / "ru")) == str(tmp_path / "runs") + "/"
+    assert complete(str(tmp_path / "rank")) == str(tmp_path / "rank0.log")
+    assert complete(str(tmp_path / "x")) is None
+    assert complete(str(tmp_path) + "/") == str(tmp_path / "rank0.log")  # hidden names skipped
+
+
+def test_a_desync_names_the_rank_the_others_waited_for(job_kb, gpu):
+    async def go():
+        app = create_app(kb=job_kb, environment=gpu, log=JOBS / "cpu-stall" / "run")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await open_job(pilot)
+            assert rank_rows(app)[0].startswith("▶ rank 1 root cause straggler")
+            shown = " ".join(detail_text(app).split())
+            assert shown.startswith("ROOT CAUSE rank 1 did not reach collective #2")
+            assert "The line is rank 0's, which timed out waiting for rank 1" in shown
+            await pilot.press("down")
+            await pilot.pause()
+            shown = " ".join(detail_text(app).split())
+            assert shown.startswith("rank 0 · a consequence: it waited for rank 1")
+            assert "No entry's signature matches its line." in shown
+
+    run(go())

@@ -8,7 +8,7 @@ Regenerate with `pytest --snapshot-update tests/tui` and look at the SVGs in __s
 from __future__ import annotations
 
 import pytest
-from conftest import ILLEGAL, OOM_LOG, settle
+from conftest import ILLEGAL, JOBS, OOM_LOG, settle
 from textual.widgets import Input, TextArea
 
 from tui.app import create_app
@@ -136,3 +136,12 @@ def test_light_theme(snap_compare, fake_kb, gpu):
     app = create_app(kb=fake_kb, environment=gpu, text=MIXED_LOG)
     app.theme = "textual-light"
     assert snap_compare(app, terminal_size=(80, 24), run_before=still())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_job_root_first(snap_compare, job_kb, gpu, size):
+    """A real two-rank CPU job: rank 1 was killed (SIGKILL), rank 0 lost its connection to it.
+    The list leads with rank 1, marked as the root cause, and the detail is its diagnosis."""
+    app = create_app(kb=job_kb, environment=gpu, log=JOBS / "cpu-sigkill" / "run")
+    shown = lambda app: app.job is not None  # noqa: E731
+    assert snap_compare(app, terminal_size=size, run_before=still(until=shown))
