@@ -284,7 +284,15 @@ def _args_verify(sp: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the interpreter that has torch (default: this one)",
     )
-    sp.add_argument("-j", "--jobs", type=int, default=1, metavar="N")
+    sp.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="repros run side by side (default: half the CPU cores, at most 8; "
+        "memory-hungry ones always run alone)",
+    )
     sp.add_argument(
         "--repeat",
         type=int,

@@ -536,7 +536,10 @@ def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
     if width < WRAP_MIN:
         return None
     prev_start = body.rfind(b"\n", 0, max(ls - 1, 0)) + 1 if ls else -1
-    same_as_prev = ls > 0 and len(body[prev_start : ls - 1].rstrip(b"\r")) == width
+    prev = body[prev_start : ls - 1].rstrip(b"\r") if ls > 0 else b""
+    # Two records of one length in a row (the same warning from two ranks, stamped alike) are
+    # not a wrap: the pieces of a wrapped line do not start alike.
+    same_as_prev = len(prev) == width and prev[:8] != seg[:8]
     if width not in WRAP_WIDTHS and not same_as_prev:
         return None
     parts = [seg]

@@ -158,8 +158,8 @@ def _skipped_lines(outcomes: list[Outcome], console) -> None:
 def _summary_table(outcomes: list[Outcome], console) -> None:
     """One row per repro that ran (or was cancelled or failed to start); skipped ones are
     listed after it, grouped by reason: a reason shared by many entries is said once."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     ran = [o for o in outcomes if o.status != SKIPPED]
     if not ran:
@@ -177,13 +177,20 @@ def _summary_table(outcomes: list[Outcome], console) -> None:
         t.add_column(col, **kw)
     for o in ran:
         fix = f"[{_COLORS.get(o.fix_status, 'white')}]{o.fix_status}[/]" if o.fix_status else ""
-        detail = _short_detail(o)
+        # A passing row's detail is only the signatures it matched: one line, cut to fit. A row
+        # that needs attention keeps all of its detail, wrapped.
+        passed = o.status == REPRODUCED and o.fix_status in (None, "", "fix-verified")
+        detail = Text(
+            _short_detail(o),
+            no_wrap=passed,
+            overflow="ellipsis" if passed else "fold",
+        )
         t.add_row(
             o.entry_id,
             f"[{_COLORS.get(o.status, 'white')}]{o.status}[/]",
             fix,
             f"{o.duration_s:.1f}s" if o.started else "",
-            escape(detail),
+            detail,
         )
     console.print(t)
     _skipped_lines(outcomes, console)
@@ -230,10 +237,19 @@ class _Signals:
         return False
 
 
+def default_jobs(cpus: int | None = None) -> int:
+    """Repros are small and mostly wait on process start-up and the GPU: half the cores keeps
+    the machine responsive, and 8 keeps the GPU's memory well clear of the exclusive repros'."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 2)
+    return max(1, min(8, cpus // 2))
+
+
 def run_verify(args) -> int:
     from .evidence import write_evidence
     from .knowledge import load
 
+    if args.jobs is None:
+        args.jobs = default_jobs()
     if args.jobs < 1:
         _err("-j must be at least 1")
         return EXIT_USAGE

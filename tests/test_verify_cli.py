@@ -252,3 +252,12 @@ def test_a_skip_reason_is_said_once_with_its_entries(capsys, tmp_path, monkeypat
     assert all(listed.count(i + ",") + listed.count(i + "\n") == 1 for i in ids), listed
     assert "entry" not in out.split("skipped 12", 1)[0]  # no table of skipped rows before it
     assert "test: no NVML" not in err.split("\n", 1)[1]  # progress lines do not repeat it
+
+
+def test_default_parallelism_is_half_the_cores_capped_at_8():
+    from kb.verify_cli import default_jobs
+
+    assert default_jobs(16) == 8
+    assert default_jobs(64) == 8
+    assert default_jobs(6) == 3
+    assert default_jobs(1) == 1

@@ -1,0 +1,103 @@
+"""The shapes real logs come in: wrapped by a terminal, quoted in a reply, bolded in an issue,
+inside JSON records, on endless progress-bar lines, cut off, and inside other tools' wrappers.
+Each is looked up as a whole log; the entry and its confidence are what a user would read."""
+
+from __future__ import annotations
+
+import pytest
+
+from kb import Engine
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine()
+
+
+def best(engine: Engine, text: str) -> tuple[str, str, str] | None:
+    m = engine.lookup(text).best
+    return (m.id, m.confidence, str(m.line)) if m else None
+
+
+def test_a_line_hard_wrapped_inside_the_message_is_joined(engine):
+    msg = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    prefix = "[2024-01-01 12:00:00] step 1200 rank 3: ".ljust(46)
+    full = prefix + msg + " (compile with TORCH_USE_CUDA_DSA to enable device-side assertions)"
+    lines = [full[i : i + 80] for i in range(0, len(full), 80)]
+    assert lines[0].endswith("an illeg") and lines[1].startswith("al memory")  # cut mid-word
+    got = best(engine, "\n".join(lines))
+    assert got is not None
+    assert got[:2] == ("cuda-illegal-memory-access", "high")
+    assert msg in got[2]
+
+
+def test_records_of_one_length_in_a_row_are_not_taken_for_a_wrap(engine):
+    # Two ranks print the same warning, stamped alike and of the same length; the next line is a
+    # kernel assertion. Joining them would glue the warning's tail onto the assertion's path.
+    warn = (
+        "[W1123 07:01:46.8682{}18 Utils.hpp:137] Warning: Environment variable TORCH_X_BUFFER_SIZE "
+        "is deprecated; use TORCH_Y_BUFFER_SIZE instead, it will be removed (function operator())"
+    )
+    assertion = (
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: "
+        "block: [0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed."
+    )
+    assert len(warn.format(9)) > len(assertion)  # the assertion would fit a wrap's last piece
+    r = engine.lookup("\n".join([warn.format(9), warn.format(3), assertion]))
+    assert r.best is not None and r.best.id == "cuda-device-side-assert"
+    assert r.best.captures["file"] == "/pytorch/aten/src/ATen/native/cuda/Loss.cu"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "**RuntimeError: CUDA error: misaligned address**",  # bold in an issue
+        "> RuntimeError: CUDA error: misaligned address",  # quoted in a reply
+        ">> > RuntimeError: CUDA error: misaligned address",  # quoted twice
+        '{"level": "error", "msg": "Traceback (most recent call last):\\n'
+        'RuntimeError: CUDA error: misaligned address"}',  # a JSON log record
+        "Epoch 1:  10%|#   | 10/100 \r" * 20000 + "RuntimeError: CUDA error: misaligned address\n",
+    ],
+    ids=["bold", "quoted", "quoted-twice", "json-record", "progress-bar-line"],
+)
+def test_the_message_is_found_in_its_wrapping(engine, text):
+    got = best(engine, text)
+    assert got is not None and got[:2] == ("cuda-misaligned-address", "high")
+
+
+def test_a_line_cut_off_mid_word_matches_at_medium_confidence(engine):
+    assert best(engine, "RuntimeError: CUDA error: an illegal memory acc")[:2] == (
+        "cuda-illegal-memory-access",
+        "medium",
+    )
+
+
+def test_a_line_cut_too_short_claims_nothing(engine):
+    assert best(engine, "RuntimeError: CUDA err") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
+        "RuntimeError: HIP error: an illegal memory access was encountered",
+        "CUDA error (/src/kernels/attn.cu:88): an illegal memory access was encountered",
+    ],
+    ids=["triton", "hip", "extension"],
+)
+def test_the_cuda_error_is_read_out_of_other_wrappers(engine, text):
+    got = best(engine, text)
+    assert got is not None and got[0] == "cuda-illegal-memory-access"
+
+
+def test_the_root_error_is_kept_ahead_of_a_long_log(engine):
+    # The first error, then thousands of lines of noise and a later, consequential error: the
+    # root is what the lookup shows first.
+    noise = "\n".join(f"step {i} loss 0.{i % 97:02d}" for i in range(50000))
+    text = (
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        + noise
+        + "\nRuntimeError: CUDA error: unspecified launch failure\n"
+    )
+    got = best(engine, text)
+    assert got is not None and got[0] == "cuda-illegal-memory-access"
