@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from _repo import REPO
 
 from kb.cli import main
 

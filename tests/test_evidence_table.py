@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 
 import pytest
-from conftest import REPO
+from _repo import REPO
 
 from kb.evidence import load_evidence
 from kb.evidence_table import END, START, current_block, render_table, replace_block

@@ -5,7 +5,7 @@ import json
 import os
 import pickle
 
-from conftest import REPO
+from _repo import REPO
 
 from kb import flight_recorder as fr
 

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO
+from _repo import REPO
 
 PROBE = r"""
 import sys, json

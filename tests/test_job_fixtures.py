@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from _repo import REPO
 
 from kb.engine import default_engine
 from kb.job_lookup import lookup_paths

@@ -2,7 +2,7 @@
 the watchdog's figures, and the scanner keeping each rank's lines apart."""
 
 import pytest
-from conftest import REPO
+from _repo import REPO
 
 from kb import consequences, torchrun_summary, watchdog
 from kb.extract import peel, scan_text

@@ -7,7 +7,7 @@ import sys
 import zipfile
 
 import pytest
-from conftest import REPO
+from _repo import REPO
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import re
 import subprocess
 import sys
 
-from conftest import REPO
+from _repo import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 

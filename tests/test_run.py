@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO
+from _repo import REPO
 
 KB = [sys.executable, "-m", "kb", "run"]
 

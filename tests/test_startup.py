@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from _repo import REPO
 
 from kb import paths
 from kb.cli import _COMMANDS, build_parser

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from _repo import REPO
 
 TREES = ["kb", "tui", "tests", "scripts"]
 
