@@ -174,6 +174,7 @@ def test_many_lookups_while_the_index_rebuilds_and_entries_change(tmp_path, monk
                             "wrong local answer",
                             r.best and r.best.id,
                             [str(p) for p in eng.knowledge.problems][:2],
+                            r.warnings[:2],
                         )
                     )
         except Exception as e:  # the point of the test: none may escape
@@ -235,6 +236,39 @@ def test_a_catastrophic_local_pattern_cannot_freeze_a_lookup(tmp_path):
     assert took < 5, took  # with Python's re, 2**40 ways to split the a's: hours
     # The regex engine either saw through the pattern at once or stopped it and said so.
     assert took < 2 * LOCAL_TIMEOUT or any("took over" in w for w in r.warnings)
+
+
+def test_a_local_pattern_stalled_by_a_busy_machine_is_not_condemned(tmp_path, monkeypatch):
+    """The regex time limit is wall clock: a search that timed out while its thread was stalled
+    (no CPU time of its own spent) is tried again and still answers, with no warning."""
+    import kb.match
+
+    d = tmp_path / "mine" / "local"
+    d.mkdir(parents=True)
+    (d / "good-entry.yaml").write_text(GOOD)
+    eng = Engine([str(tmp_path / "mine")])
+    index = eng.signatures
+    real = index.regex
+    stalls = iter([True, True])
+
+    class Stalled:
+        def __init__(self, rx):
+            self.rx = rx
+
+        def search(self, line, timeout=None):
+            if next(stalls, False):
+                raise TimeoutError("regex timed out")  # at once: no CPU spent in it
+            return self.rx.search(line, timeout=timeout)
+
+    def patched(sig, caseless=False, untrusted=False):
+        rx = real(sig, caseless, untrusted)
+        return Stalled(rx) if untrusted else rx
+
+    monkeypatch.setattr(index, "regex", patched)
+    monkeypatch.setattr(kb.match, "LOCAL_REGEX_TIMEOUT", 0.5)
+    r = eng.lookup("RuntimeError: Widget error: the widget exploded")
+    assert r.best is not None and r.best.id == "good-entry"
+    assert not any("took over" in w for w in r.warnings)
 
 
 # ------------------------------------------------------------------ exit codes
