@@ -32,7 +32,13 @@ from .model import (
     Signature,
 )
 from .paths import entry_files
-from .regex_literal import backtracking_risk, leading_literal, required_literal
+from .regex_literal import (
+    backtracking_risk,
+    key_words,
+    leading_literal,
+    required_any,
+    required_literal,
+)
 
 _Loader: type[yaml.CSafeLoader] | type[yaml.SafeLoader]
 try:
@@ -254,16 +260,20 @@ def load_file(
                     "in a local entry it is stopped after a time limit",
                 )
             )
+        caseless = bool(s.get("ignore_case", False))
+        literal = required_literal(s["pattern"], caseless)
         sigs.append(
             Signature(
                 id=s["id"],
                 pattern=s["pattern"],
-                ignore_case=bool(s.get("ignore_case", False)),
+                ignore_case=caseless,
                 weight=float(s.get("weight", 1.0)),
                 era=s.get("era", ""),
                 versions=dict(s.get("versions", {})),
-                literal=required_literal(s["pattern"], bool(s.get("ignore_case", False))),
+                literal=literal,
                 head=leading_literal(s["pattern"]),
+                # No whole word to file the signature under: the alternatives it needs instead.
+                any_of=() if key_words(literal) else required_any(s["pattern"], caseless),
             )
         )
 
@@ -333,6 +343,7 @@ def load_file(
         ),
         references=tuple(Reference(r["url"], r.get("title", "")) for r in data["references"]),
         repro=repro,
+        aliases=tuple(data.get("aliases", ())),
         fix_check=fix_check,
         not_reproducible=tuple(
             NotReproducible(n["signature"], n["reason"]) for n in data.get("not_reproducible", [])
@@ -367,18 +378,20 @@ def load_dirs(
             problems.extend(probs)
             if entry is None:
                 continue
-            if entry.id in seen:
+            taken = [i for i in (entry.id, *entry.aliases) if i in seen]
+            if taken:
                 problems.append(
                     Problem(
                         str(f),
                         1,
                         1,
                         "KB006",
-                        f"id '{entry.id}' is already used by {seen[entry.id]}",
-                        "ids are unique across all entry folders; pick another",
+                        f"id '{taken[0]}' is already used by {seen[taken[0]]}",
+                        "ids and aliases are unique across all entry folders; pick another",
                     )
                 )
                 continue
-            seen[entry.id] = str(f)
+            for i in (entry.id, *entry.aliases):
+                seen[i] = str(f)
             entries.append(entry)
     return LoadResult(entries, problems, unsettled)

@@ -9,8 +9,9 @@ memory stays bounded whatever the input.
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO
@@ -425,25 +426,17 @@ def _scan_body(body: bytes, line_no: int, win: _Window, skip: int = 0) -> int:
     """Keep the trigger-bearing lines of `body` (complete lines); returns the new line count."""
     cands = _candidate_lines(body, _trigger_offsets(body))
     # Lines that can still be kept: those filling the head, then, of the rest, only the last
-    # KEEP_TAIL distinct ones (anything earlier would be pushed out of the tail by them). Walking
-    # back from the end, folding exact repeats as it goes, bounds the work on a log with a
-    # million candidate lines and keeps earlier distinct lines behind a flood of repeats.
+    # KEEP_TAIL distinct ones (anything earlier would be pushed out of the tail by them). Folding
+    # exact repeats from the end (fold_tail) bounds the work on a log with a million candidate
+    # lines and keeps earlier distinct lines behind a flood of repeats.
     i = 0 if win.head_full else min(len(cands), KEEP_HEAD - len(win.head))
     chosen: list[tuple[int, int, int]] = [(ls, le, 1) for ls, le in cands[:i]]
-    firsts: dict[bytes, list[int]] = {}
-    j = len(cands)
-    while j > i and len(firsts) < KEEP_TAIL:
-        j -= 1
-        ls, le = cands[j]
-        key = body[ls : min(le, ls + 512)]
-        got = firsts.get(key)
-        if got is None:
-            firsts[key] = [ls, le, 1]
-        else:
-            got[0], got[1], got[2] = ls, le, got[2] + 1  # keep the earliest occurrence
-    if j > i:
-        win.dropped += (j - i) - _keep_errorish(body, cands[i][0], cands[j - 1][1], line_no, win)
-    chosen += sorted((ls, le, count) for ls, le, count in firsts.values())
+    rest = cands[i:]
+    keys = [body[ls : le if le - ls <= 512 else ls + 512] for ls, le in rest]
+    j, firsts = fold_tail(keys, KEEP_TAIL)
+    if j > 0:
+        win.dropped += j - _keep_errorish(body, rest[0][0], rest[j - 1][1], line_no, win)
+    chosen += sorted((rest[at][0], rest[at][1], count) for at, count in firsts.values())
     n = line_no
     prev = 0
     for ls, le, count in chosen:
@@ -451,6 +444,19 @@ def _scan_body(body: bytes, line_no: int, win: _Window, skip: int = 0) -> int:
         prev = ls
         _emit(body, ls, le, n + 1, count, win, skip if ls == 0 else 0)
     return n + body.count(b"\n", prev)
+
+
+def fold_tail(keys: list[bytes], keep: int) -> tuple[int, dict[bytes, tuple[int, int]]]:
+    """Walk back from the end of `keys` until `keep` distinct ones are seen: where the walk
+    stopped, and for each key seen its earliest index in the walked part and its count there.
+    Done with dict and Counter instead of a Python loop per line: a flood of one repeated line
+    is the common case, and a GiB log holds millions of them."""
+    last = dict(zip(keys, range(len(keys))))  # later duplicates overwrite: the last index
+    j = min(heapq.nlargest(keep, last.values())) if len(last) >= keep else 0
+    region = keys[j:]
+    counts = Counter(region)
+    earliest = dict(zip(reversed(region), range(len(keys) - 1, j - 1, -1)))
+    return j, {k: (at, counts[k]) for k, at in earliest.items()}
 
 
 def _keep_errorish(body: bytes, start: int, end: int, line_no: int, win: _Window) -> int:

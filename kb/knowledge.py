@@ -20,7 +20,7 @@ from . import __version__, paths
 from .model import Entry, Evidence, Problem
 from .paths import entry_files, evidence_files
 
-_CACHE_FORMAT = 5  # the pickled shapes; 5: typed causes, diagnostics, fixes, references
+_CACHE_FORMAT = 7  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases
 
 
 @dataclass
@@ -34,9 +34,11 @@ class KnowledgeBase:
 
     def __post_init__(self) -> None:
         self.by_id = {e.id: e for e in self.entries}
+        # An entry's earlier ids answer too (a renamed entry keeps its old id working).
+        self.by_alias = {a: e for e in self.entries for a in e.aliases}
 
     def get(self, entry_id: str) -> Entry | None:
-        return self.by_id.get(entry_id)
+        return self.by_id.get(entry_id) or self.by_alias.get(entry_id)
 
     def closest_ids(self, entry_id: str, n: int = 3) -> list[str]:
         import difflib

@@ -68,25 +68,42 @@ class SignatureIndex:
         self.always: list[Pair] = []
         self.caseless: dict[str, list[Pair]] = {}  # fallback: long case-sensitive literals, by word
         for e, s, words in keyed:
+            table = self.by_word_ci if s.ignore_case else self.by_word
             if not words:
-                self.always.append((e, s))
+                alt_words = [key_words(a) for a in s.any_of]
+                if not alt_words or not all(alt_words):
+                    self.always.append((e, s))
+                    continue
+                # One of the alternatives is in every matching line: file under each one's word.
+                for ws in alt_words:
+                    key = min(ws, key=lambda w: (freq[(s.ignore_case, w)], -len(w)))
+                    table.setdefault(key, []).append((e, s))
                 continue
             key = min(words, key=lambda w: (freq[(s.ignore_case, w)], -len(w)))
-            (self.by_word_ci if s.ignore_case else self.by_word).setdefault(key, []).append((e, s))
+            table.setdefault(key, []).append((e, s))
             if not s.ignore_case and len(s.literal) >= CASELESS_MIN_LITERAL:
                 self.caseless.setdefault(key.lower(), []).append((e, s))
-        # Cut-off lines: every CUT_MIN-character window of a signature's leading literal (the
-        # head of the message), lowercased, -> the signatures and where the window ends.
-        self.cuts: dict[str, list[tuple[Entry, Signature, str]]] = {}
-        for e, s in pairs:
-            lit = s.head
-            if len(lit) < CUT_MIN + 8:
-                continue
-            for end in range(CUT_MIN, len(lit)):  # a window ending before the literal does
-                self.cuts.setdefault(lit[end - CUT_MIN : end], []).append((e, s, lit[:end]))
+        self._pairs = pairs
+        self._cuts: dict[str, list[tuple[Entry, Signature, str]]] | None = None
         self._compiled: dict[tuple[str, bool, bool], Any] = {}
         self.warnings: list[str] = []
         self._timed_out: set[tuple[str, str]] = set()
+
+    @property
+    def cuts(self) -> dict[str, list[tuple[Entry, Signature, str]]]:
+        """Cut-off lines: every CUT_MIN-character window of a signature's leading literal (the
+        head of the message), lowercased, -> the signatures and where the window ends. Built on
+        the first line that needs it: most lookups match as written and never do."""
+        if self._cuts is None:
+            cuts: dict[str, list[tuple[Entry, Signature, str]]] = {}
+            for e, s in self._pairs:
+                lit = s.head
+                if len(lit) < CUT_MIN + 8:
+                    continue
+                for end in range(CUT_MIN, len(lit)):  # a window ending before the literal does
+                    cuts.setdefault(lit[end - CUT_MIN : end], []).append((e, s, lit[:end]))
+            self._cuts = cuts
+        return self._cuts
 
     def regex(self, sig: Signature, caseless: bool = False, untrusted: bool = False):
         key = (sig.pattern, sig.ignore_case or caseless, untrusted)
@@ -143,14 +160,20 @@ class SignatureIndex:
     def match_line(self, line: str, line_number: int = 1, count: int = 1) -> list[Hit]:
         hits = []
         low = None
+        tried: set[tuple[str, str]] = set()  # filed under several alternatives' words
         for e, s in self.candidates(line):
-            if s.literal:
+            if s.literal or s.any_of:
                 if s.ignore_case:
                     low = low if low is not None else line.lower()
-                    if s.literal not in low:
-                        continue
-                elif s.literal not in line:
+                    hay = low
+                else:
+                    hay = line
+                if s.literal not in hay:
                     continue
+                if s.any_of:
+                    if (e.id, s.id) in tried or not any(a in hay for a in s.any_of):
+                        continue
+                    tried.add((e.id, s.id))
             m = self._search(e, s, line)
             if m:
                 hits.append(_hit(e, s, line_number, line, m, count))

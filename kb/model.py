@@ -26,6 +26,9 @@ class Signature:
     literal: str = ""
     # The literal the pattern starts with, lowercased: a line cut off inside it is a partial hit.
     head: str = ""
+    # When the literal has no whole word: literals of which every match holds one (lowercased
+    # when ignore_case), to file and prefilter the signature by instead.
+    any_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class Entry:
     fix_check: Program | None = None
     not_reproducible: tuple[NotReproducible, ...] = ()
     local: bool = False  # from a user's own folder, not the bundled knowledge base
+    aliases: tuple[str, ...] = ()  # earlier ids of this entry, still accepted wherever an id is
 
     def signature(self, sig_id: str) -> Signature | None:
         for s in self.signatures:

@@ -52,6 +52,61 @@ def required_literal(pattern: str, ignore_case: bool = False) -> str:
     return best
 
 
+ANY_OF_MAX = 16  # more alternatives than this and a prefilter costs more than it saves
+
+
+def required_any(pattern: str, ignore_case: bool = False) -> tuple[str, ...]:
+    """Literals of which every match contains at least one: the prefilter of a pattern that has
+    no single required literal, like `Segmentation fault|SIGSEGV` (() when there is none)."""
+    try:
+        parsed = sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error:
+        return ()
+    got = _any_of(parsed) or ()
+    if ignore_case or parsed.state.flags & re.IGNORECASE:
+        got = [a.lower() for a in got]
+    return tuple(dict.fromkeys(got))
+
+
+def _runs(seq: Any) -> list[str]:
+    tokens: list[str | None] = []
+    _flatten(seq, tokens)
+    out: list[str] = []
+    run: list[str] = []
+    for t in tokens + [_BREAK]:
+        if t is None:
+            if run:
+                out.append("".join(run))
+            run = []
+        else:
+            run.append(t)
+    return out
+
+
+def _any_of(seq: Any) -> list[str] | None:
+    """The best any-of set for a sequence: every element of a sequence is required, so any one
+    element's set will do; a branch needs a set from each of its alternatives."""
+    options: list[list[str]] = [[r] for r in _runs(seq)]
+    for op, arg in seq:
+        name = str(op)
+        got: list[str] | None = None
+        if name == "BRANCH":
+            alts = [_any_of(alt) for alt in arg[1]]
+            if all(alts):
+                got = [a for alt in alts for a in alt or ()]
+        elif name == "SUBPATTERN":
+            got = _any_of(arg[-1])
+        elif name in _REPEATS and arg[0] >= 1:
+            got = _any_of(arg[2])
+        if got and len(got) <= ANY_OF_MAX:
+            options.append(got)
+    if not options:
+        return None
+    # A set whose shortest literal says something (4+ characters) first, then fewer alternatives,
+    # then longer literals.
+    return max(options, key=lambda o: (min(map(len, o)) >= 4, -len(o), min(map(len, o))))
+
+
 def leading_literal(pattern: str) -> str:
     """The literal characters the pattern starts with, lowercased ('' when it starts with a
     class, a group of alternatives or a repeat). A message cut off inside this head is still

@@ -144,6 +144,7 @@ def entry_dict(entry: Entry, evs: list[Evidence] | None = None) -> dict[str, Any
         "id": entry.id,
         "area": entry.area,
         "title": entry.title,
+        "aliases": list(entry.aliases),
         "summary": entry.summary,
         "tags": list(entry.tags),
         "local": entry.local,

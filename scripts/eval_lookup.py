@@ -62,16 +62,23 @@ def qparser_escape(text: str) -> str:
 
 
 def score_file(
-    cases: list[dict], results: list[tuple[list[str], list[str]]], ids: set[str]
+    cases: list[dict],
+    results: list[tuple[list[str], list[str]]],
+    ids: set[str],
+    aliases: dict[str, str] | None = None,
 ) -> dict:
+    """`aliases`: an entry's earlier ids -> its id; a label written with an earlier id is that
+    entry's label."""
+    aliases = aliases or {}
     n = len(cases)
     covered = right = uncovered = abstained = wrong = named = 0
     sugg_shown = sugg_ok = 0
     misses = []
     for c, (matches, suggestions) in zip(cases, results):
-        good = {c["label"], *c.get("also", [])} - {"none"}
+        label = aliases.get(c["label"], c["label"])
+        good = {aliases.get(x, x) for x in (c["label"], *c.get("also", []))} - {"none"}
         first = matches[0] if matches else None
-        is_cov = c["label"] in ids
+        is_cov = label in ids
         covered += is_cov
         if first is not None and first in good:
             named += 1
@@ -143,6 +150,7 @@ def main() -> int:
     engine = Engine(args.kb_dir)
     kb = engine.knowledge
     ids = {e.id for e in kb.entries}
+    aliases = {a: e.id for e in kb.entries for a in e.aliases}
     out = {}
     for path in args.cases:
         cases = yaml.safe_load(open(path, encoding="utf-8")) or []
@@ -152,12 +160,16 @@ def main() -> int:
             r = engine.lookup(c["text"], top=3)
             results.append(([m.id for m in r.matches], [m.id for m in r.suggestions]))
         took = (time.perf_counter() - t0) * 1000 / max(len(cases), 1)
-        s = score_file(cases, results, ids)
+        s = score_file(cases, results, ids, aliases)
         s["ms_per_case"] = round(took, 2)
         if args.baseline:
             base = plain_bm25(kb)
             s["bm25_named_right"] = sum(
-                bool(set(base(c["text"])[:1]) & ({c["label"], *c.get("also", [])})) for c in cases
+                bool(
+                    set(base(c["text"])[:1])
+                    & {aliases.get(x, x) for x in (c["label"], *c.get("also", []))}
+                )
+                for c in cases
             )
         out[path] = s
         if not args.json:

@@ -101,3 +101,28 @@ def test_the_root_error_is_kept_ahead_of_a_long_log(engine):
     )
     got = best(engine, text)
     assert got is not None and got[0] == "cuda-illegal-memory-access"
+
+
+def _walk_back(keys, keep):
+    """The plain loop fold_tail stands for: walk back, fold repeats, stop at `keep` distinct."""
+    firsts = {}
+    j = len(keys)
+    while j > 0 and len(firsts) < keep:
+        j -= 1
+        _, count = firsts.get(keys[j], (j, 0))
+        firsts[keys[j]] = (j, count + 1)
+    return j, firsts
+
+
+def test_fold_tail_is_the_walk_back_loop():
+    import random
+
+    from kb.extract import fold_tail
+
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randrange(0, 60)
+        alphabet = [f"line {k}".encode() for k in range(rng.randrange(1, 12))]
+        keys = [rng.choice(alphabet) for _ in range(n)]
+        keep = rng.randrange(1, 10)
+        assert fold_tail(keys, keep) == _walk_back(keys, keep), (keys, keep)
