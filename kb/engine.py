@@ -17,7 +17,7 @@ import gzip
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, BinaryIO, Union
 
@@ -277,7 +277,22 @@ def _rank(hits: list[Hit], order: dict[tuple[str, str], int]) -> list[Match]:
                 hits=tuple(HitRef(h.signature.id, h.line_number, h.line) for h in hs),
             )
         )
-    return out
+    return _explained(out, by_entry)
+
+
+def _explained(out: list[Match], by_entry: dict[str, list[Hit]]) -> list[Match]:
+    """A match whose wording is explained by another entry that matched in the same log (a
+    'not implemented for Half' on the CPU after 'CUDA initialization: the driver is too old')
+    follows that entry: the explanation is the answer."""
+    scores = {m.id: m.score for m in out}
+    done = []
+    for m in out:
+        shown = next(h for h in by_entry[m.id] if h.signature.id == m.signature)
+        causes = [scores[i] for i in shown.signature.explained_by if i in scores]
+        if causes:
+            m = replace(m, score=min(m.score, max(causes) - 0.01))
+        done.append(m)
+    return done
 
 
 def _captures(shown: Hit, hs: list[Hit]) -> dict[str, str]:

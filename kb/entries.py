@@ -272,6 +272,7 @@ def load_file(
                 versions=dict(s.get("versions", {})),
                 literal=literal,
                 head=leading_literal(s["pattern"]),
+                explained_by=tuple(s.get("explained_by", ())),
                 # No whole word to file the signature under: the alternatives it needs instead.
                 any_of=() if key_words(literal) else required_any(s["pattern"], caseless),
             )

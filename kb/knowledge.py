@@ -20,7 +20,7 @@ from . import __version__, paths
 from .model import Entry, Evidence, Problem
 from .paths import entry_files, evidence_files
 
-_CACHE_FORMAT = 7  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases
+_CACHE_FORMAT = 8  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by
 
 
 @dataclass

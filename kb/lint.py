@@ -125,4 +125,16 @@ def lint(kb: KnowledgeBase) -> list[Problem]:
                         "name an entry id, or none",
                     )
                 )
+        for sig in e.signatures:
+            for other in sig.explained_by:
+                if kb.get(other) is None or other == e.id:
+                    problems.append(
+                        _problem(
+                            e,
+                            "KB017",
+                            f"signature '{sig.id}' is explained_by '{other}', which is no "
+                            f"other entry",
+                            "name the ids of other entries",
+                        )
+                    )
     return sorted(problems, key=lambda p: (p.path, p.line, p.code))

@@ -26,6 +26,8 @@ class Signature:
     literal: str = ""
     # The literal the pattern starts with, lowercased: a line cut off inside it is a partial hit.
     head: str = ""
+    # Entries whose presence in the same log explains this wording: they rank above it.
+    explained_by: tuple[str, ...] = ()
     # When the literal has no whole word: literals of which every match holds one (lowercased
     # when ignore_case), to file and prefilter the signature by instead.
     any_of: tuple[str, ...] = ()

@@ -164,3 +164,16 @@ def test_bundled_knowledge_base_is_clean(kb_bundled):
     problems = lint(kb_bundled)
     assert problems == [], "\n".join(map(str, problems))
     assert len(kb_bundled.entries) >= 1
+
+
+def test_explained_by_must_name_another_entry(entry_dir):
+    text = GOOD.replace(
+        "    pattern: 'widget runtime error",
+        "    explained_by: [no-such-entry, good-entry]\n    pattern: 'widget runtime error",
+        1,
+    )
+    assert text != GOOD
+    entry_dir("good-entry.yaml", text)
+    _, problems = run_lint(entry_dir.root)
+    msgs = [p.message for p in problems if p.code == "KB017"]
+    assert len(msgs) == 2 and "'no-such-entry'" in msgs[0] + msgs[1], msgs

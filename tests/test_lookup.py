@@ -218,3 +218,23 @@ def test_binary_input_is_flagged():
 def test_empty_input():
     r = lookup_text("", kb=KB)
     assert r.matches == [] and r.lines_scanned == 0
+
+
+def test_an_explained_wording_follows_the_entry_that_explains_it():
+    """'not implemented for Half' alone is a dtype error; after CUDA failed to initialise in the
+    same log, the half model is on the CPU because of that, and the driver is the answer."""
+    from kb.engine import Engine
+
+    half = "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'"
+    driver = (
+        "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old "
+        "(found version 11000). Please update your GPU driver"
+    )
+    eng = Engine()
+    assert eng.lookup(half).best.id == "op-not-implemented-for-dtype"
+    for log in (f"{half}\n{driver}\n", f"{driver}\n{half}\n"):
+        got = [m.id for m in eng.lookup(log).matches]
+        assert got[:2] == ["cuda-driver-too-old", "op-not-implemented-for-dtype"], got
+    # An integer dtype error is not explained by the driver: printed first, it stays the answer.
+    long_err = "RuntimeError: \"normal_kernel_cpu\" not implemented for 'Long'"
+    assert eng.lookup(f"{long_err}\n{driver}\n").best.id == "op-not-implemented-for-dtype"
