@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import ILLEGAL, JOBS, OOM_LOG, settle
-from textual.widgets import Input, TextArea
+from textual.widgets import Input, RichLog, TextArea
 
 from tui.app import create_app
 from tui.run_panel import RunPanel
@@ -50,6 +50,13 @@ class StubVerify(Verifier):
             detail="matched torch-modern; exit code 1; fix_check exit code 0, "
             "entry no longer matched",
         )
+
+
+def run_shown(app) -> bool:
+    """The run is over and its log has scrolled to the verdict: RichLog scrolls after the next
+    refresh, so "outcome set" alone can catch the log still at its top on a busy machine."""
+    log = app.query_one("#run-log", RichLog)
+    return app.query_one(RunPanel).outcome is not None and log.scroll_y >= log.max_scroll_y
 
 
 def still(*keys, until=None):
@@ -108,13 +115,13 @@ def test_typing_footer(snap_compare, fake_kb, no_gpu_env, size):
 @pytest.mark.parametrize("size", SIZES)
 def test_run_finished(snap_compare, fake_kb, gpu, no_gpu_env, size):
     app = create_app(kb=fake_kb, environment=no_gpu_env, text=ILLEGAL, verifier=StubVerify())
-    done = lambda app: app.query_one(RunPanel).outcome is not None  # noqa: E731
+    done = run_shown
     assert snap_compare(app, terminal_size=size, run_before=still("r", until=done))
 
 
 def test_no_gpu_skipped(snap_compare, fake_kb, no_gpu_env):
     app = create_app(kb=fake_kb, environment=no_gpu_env, text=OOM_LOG)
-    done = lambda app: app.query_one(RunPanel).outcome is not None  # noqa: E731
+    done = run_shown
     assert snap_compare(app, terminal_size=(80, 24), run_before=still("r", until=done))
 
 
