@@ -682,10 +682,10 @@ class KbApp(App[int]):
             self.notify("Select an entry first.", severity="warning")
             return
         for i, fix in enumerate(entry.fixes, 1):
-            if fix.get("code"):
-                self.copy_to_clipboard(fix["code"])
+            if fix.code:
+                self.copy_to_clipboard(fix.code)
                 also = " (from a guess: check it fits)" if guess else ""
-                self.notify(f"Copied fix {i}: {fix.get('title', '')}{also}", timeout=3)
+                self.notify(f"Copied fix {i}: {fix.title}{also}", timeout=3)
                 return
         self.notify("This entry's fixes have no code to copy.", severity="warning")
 

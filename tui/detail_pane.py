@@ -330,11 +330,7 @@ class DetailPane(VerticalScroll):
         if e.references:
             out.append(self._section("References", st))
             for ref in e.references:
-                out.append(
-                    bullet(
-                        Text.assemble((ref.get("title", "") + " ", ""), (ref["url"], st["dim"])), st
-                    )
-                )
+                out.append(bullet(Text.assemble((ref.title + " ", ""), (ref.url, st["dim"])), st))
         if r is not None and notes:
             out += self._input_notes(r, st)
         return out
@@ -382,8 +378,8 @@ class DetailPane(VerticalScroll):
     def _code(self, fix: Fix, st: Styles) -> RenderableType:
         return Padding(
             Syntax(
-                fix["code"].rstrip(),
-                fix.get("lang", "python"),
+                fix.code.rstrip(),
+                (fix.lang or "python"),
                 theme=st["syntax"],
                 background_color=st["code_bg"],
                 word_wrap=True,
@@ -395,14 +391,14 @@ class DetailPane(VerticalScroll):
         if not e.fixes:
             return []
         fix = e.fixes[0]
-        has_code = any(f.get("code") for f in e.fixes)
+        has_code = any(f.code for f in e.fixes)
         out: list[RenderableType] = [
             self._section("Try first" + ("  (y copies the code)" if has_code else ""), st),
-            bullet(Text(fix.get("title", ""), style="bold"), st, "1."),
+            bullet(Text(fix.title, style="bold"), st, "1."),
         ]
-        if fix.get("detail"):
-            out.append(Padding(Text(" ".join(fix["detail"].split())), (0, 0, 0, 3)))
-        if fix.get("code"):
+        if fix.detail:
+            out.append(Padding(Text(" ".join(fix.detail.split())), (0, 0, 0, 3)))
+        if fix.code:
             out.append(self._code(fix, st))
         return out
 
@@ -411,10 +407,10 @@ class DetailPane(VerticalScroll):
             return []
         out: list[RenderableType] = [self._section("Other fixes", st)]
         for i, fix in enumerate(e.fixes[1:], 2):
-            out.append(bullet(Text(fix.get("title", ""), style="bold"), st, f"{i}."))
-            if fix.get("detail"):
-                out.append(Padding(Text(" ".join(fix["detail"].split())), (0, 0, 0, 3)))
-            if fix.get("code"):
+            out.append(bullet(Text(fix.title, style="bold"), st, f"{i}."))
+            if fix.detail:
+                out.append(Padding(Text(" ".join(fix.detail.split())), (0, 0, 0, 3)))
+            if fix.code:
                 out.append(self._code(fix, st))
         return out
 
@@ -423,14 +419,14 @@ class DetailPane(VerticalScroll):
             return []
         out: list[RenderableType] = [self._section("Causes (most likely first)", st)]
         for i, c in enumerate(e.causes, 1):
-            out.append(bullet(Text(c.get("title", ""), style="bold"), st, f"{i}."))
-            if c.get("detail"):
-                out.append(Padding(Text(" ".join(c["detail"].split())), (0, 0, 0, 3)))
-            if c.get("evidence"):
+            out.append(bullet(Text(c.title, style="bold"), st, f"{i}."))
+            if c.detail:
+                out.append(Padding(Text(" ".join(c.detail.split())), (0, 0, 0, 3)))
+            if c.evidence:
                 out.append(
                     Padding(
                         Text.assemble(
-                            ("tells it apart: ", st["dim"]), " ".join(c["evidence"].split())
+                            ("tells it apart: ", st["dim"]), " ".join(c.evidence.split())
                         ),
                         (0, 0, 0, 3),
                     )
@@ -442,16 +438,12 @@ class DetailPane(VerticalScroll):
             return []
         out: list[RenderableType] = [self._section("Diagnostics", st)]
         for d in e.diagnostics:
-            out.append(bullet(Text(d.get("title", ""), style="bold"), st))
+            out.append(bullet(Text(d.title, style="bold"), st))
             out.append(
-                Padding(
-                    Text("$ " + d.get("command", ""), style=st["ok"], overflow="fold"), (0, 0, 0, 3)
-                )
+                Padding(Text("$ " + d.command, style=st["ok"], overflow="fold"), (0, 0, 0, 3))
             )
-            if d.get("tells"):
-                out.append(
-                    Padding(Text(" ".join(d["tells"].split()), style=st["dim"]), (0, 0, 0, 3))
-                )
+            if d.tells:
+                out.append(Padding(Text(" ".join(d.tells.split()), style=st["dim"]), (0, 0, 0, 3)))
         return out
 
     def _matched(self, e: Entry, m: Match, guess: bool, st: Styles) -> list[RenderableType]:
@@ -560,8 +552,8 @@ class DetailPane(VerticalScroll):
             out.append(
                 Text.assemble(
                     ("not reproducible today ", st["warn"]),
-                    (f"({nr.get('signature')}): ", st["dim"]),
-                    " ".join(str(nr.get("reason", "")).split()),
+                    (f"({nr.signature}): ", st["dim"]),
+                    " ".join(nr.reason.split()),
                 )
             )
         return out

@@ -35,6 +35,19 @@ def _tui_env(tmp_path, monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _attributes_only(monkeypatch):
+    """The TUI reads entry records by attribute: the dict-style shim kept for older scripts
+    refuses every read while the TUI tests run."""
+    from kb.model import _ReadLikeADict
+
+    def refuse(self, *a, **k):
+        raise AssertionError(f"dict-style read of {type(self).__name__} in the TUI")
+
+    monkeypatch.setattr(_ReadLikeADict, "get", refuse)
+    monkeypatch.setattr(_ReadLikeADict, "__getitem__", refuse)
+
+
 @pytest.fixture
 def fake_kb():
     from dataclasses import replace
