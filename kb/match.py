@@ -29,6 +29,7 @@ from .regex_literal import key_words
 
 _WORD = re.compile(r"\w+")
 LOCAL_REGEX_TIMEOUT = 0.5  # seconds per line for a pattern from a user's folder; one overrun spent in the search itself and that pattern is skipped
+LOCAL_REGEX_TRIES = 8  # stalled searches tried again at most this often (bounds a lookup's time)
 CASELESS_MIN_LITERAL = 20  # a wording this long is unambiguous in any case
 CUT_MIN = 10  # a line ending in this many characters of a literal was cut inside it
 # Exception classes and "CUDA error:" heads say nothing about which error it is.
@@ -128,12 +129,20 @@ class SignatureIndex:
         # the pattern being at fault: a search is tried again until the CPU time the tries used
         # themselves reaches half the limit; only that condemns the pattern.
         cpu = 0.0
-        while cpu < LOCAL_REGEX_TIMEOUT / 2:
+        for _ in range(LOCAL_REGEX_TRIES):
             spent = time.thread_time()
             try:
                 return rx.search(line, timeout=LOCAL_REGEX_TIMEOUT)
             except TimeoutError:
                 cpu += time.thread_time() - spent
+            if cpu >= LOCAL_REGEX_TIMEOUT / 2:
+                break
+        else:  # stalled every time: the machine is too busy, the pattern is not to blame
+            self.warnings.append(
+                f"signature '{s.id}' of local entry '{e.id}' ({e.path}) could not search a "
+                f"line in {LOCAL_REGEX_TRIES} tries on a busy machine; that line was skipped"
+            )
+            return None
         self._timed_out.add((e.id, s.id))
         self.warnings.append(
             f"signature '{s.id}' of local entry '{e.id}' ({e.path}) took over "

@@ -271,6 +271,40 @@ def test_a_local_pattern_stalled_by_a_busy_machine_is_not_condemned(tmp_path, mo
     assert not any("took over" in w for w in r.warnings)
 
 
+def test_a_local_search_stalled_every_time_gives_up_without_condemning(tmp_path, monkeypatch):
+    """Bounded time on an overloaded machine: after a few stalled tries the line is skipped with
+    a warning that blames the machine, and the pattern stays in use for the next line."""
+    import kb.match
+
+    d = tmp_path / "mine" / "local"
+    d.mkdir(parents=True)
+    (d / "good-entry.yaml").write_text(GOOD)
+    eng = Engine([str(tmp_path / "mine")])
+    index = eng.signatures
+    real = index.regex
+    tries = []
+
+    class AlwaysStalled:
+        def search(self, line, timeout=None):
+            tries.append(line)
+            raise TimeoutError("regex timed out")
+
+    def patched(sig, caseless=False, untrusted=False):
+        rx = real(sig, caseless, untrusted)
+        return AlwaysStalled() if untrusted else rx
+
+    monkeypatch.setattr(index, "regex", patched)
+    hits = index.match_line("Widget error: the widget exploded")
+    # At most LOCAL_REGEX_TRIES per search: the line as written, then its caseless fallback.
+    assert hits == [] and 0 < len(tries) <= 2 * kb.match.LOCAL_REGEX_TRIES
+    assert any("busy machine" in w for w in index.warnings)
+    assert not index._timed_out  # not condemned: the next line is tried again
+    monkeypatch.setattr(index, "regex", real)
+    assert [h.entry.id for h in index.match_line("Widget error: the widget exploded")] == [
+        "good-entry"
+    ]
+
+
 # ------------------------------------------------------------------ exit codes
 @pytest.mark.parametrize(
     "cmd", ["show cuda-oom", "list", "show cuda-oom --markdown", f"lookup '{IMA}'"]
