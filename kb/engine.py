@@ -277,18 +277,18 @@ def _rank(hits: list[Hit], order: dict[tuple[str, str], int]) -> list[Match]:
                 hits=tuple(HitRef(h.signature.id, h.line_number, h.line) for h in hs),
             )
         )
-    return _explained(out, by_entry)
+    return _explained(out)
 
 
-def _explained(out: list[Match], by_entry: dict[str, list[Hit]]) -> list[Match]:
+def _explained(out: list[Match]) -> list[Match]:
     """A match whose wording is explained by another entry that matched in the same log (a
     'not implemented for Half' on the CPU after 'CUDA initialization: the driver is too old')
     follows that entry: the explanation is the answer."""
     scores = {m.id: m.score for m in out}
     done = []
     for m in out:
-        shown = next(h for h in by_entry[m.id] if h.signature.id == m.signature)
-        causes = [scores[i] for i in shown.signature.explained_by if i in scores]
+        sig = m.entry.signature(m.signature or "")  # None for a bare CUDA code's hit
+        causes = [scores[i] for i in (sig.explained_by if sig else ()) if i in scores]
         if causes:
             m = replace(m, score=min(m.score, max(causes) - 0.01))
         done.append(m)

@@ -238,34 +238,38 @@ def test_a_catastrophic_local_pattern_cannot_freeze_a_lookup(tmp_path):
     assert took < 2 * LOCAL_TIMEOUT or any("took over" in w for w in r.warnings)
 
 
-def test_a_local_pattern_stalled_by_a_busy_machine_is_not_condemned(tmp_path, monkeypatch):
-    """The regex time limit is wall clock: a search that timed out while its thread was stalled
-    (no CPU time of its own spent) is tried again and still answers, with no warning."""
-    import kb.match
-
+def _stalling(tmp_path, monkeypatch, stalls):
+    """An engine with one local entry whose searches raise the regex module's TimeoutError at
+    once (a thread stalled by the machine: no CPU spent in the search) while `stalls(line)`
+    says so. Returns the engine and the unpatched regex getter."""
     d = tmp_path / "mine" / "local"
     d.mkdir(parents=True)
     (d / "good-entry.yaml").write_text(GOOD)
     eng = Engine([str(tmp_path / "mine")])
-    index = eng.signatures
-    real = index.regex
-    stalls = iter([True, True])
+    real = eng.signatures.regex
 
     class Stalled:
         def __init__(self, rx):
             self.rx = rx
 
         def search(self, line, timeout=None):
-            if next(stalls, False):
-                raise TimeoutError("regex timed out")  # at once: no CPU spent in it
+            if stalls(line):
+                raise TimeoutError("regex timed out")
             return self.rx.search(line, timeout=timeout)
 
     def patched(sig, caseless=False, untrusted=False):
         rx = real(sig, caseless, untrusted)
         return Stalled(rx) if untrusted else rx
 
-    monkeypatch.setattr(index, "regex", patched)
-    monkeypatch.setattr(kb.match, "LOCAL_REGEX_TIMEOUT", 0.5)
+    monkeypatch.setattr(eng.signatures, "regex", patched)
+    return eng, real
+
+
+def test_a_local_pattern_stalled_by_a_busy_machine_is_not_condemned(tmp_path, monkeypatch):
+    """The regex time limit is wall clock: a search that timed out while its thread was stalled
+    is tried again and still answers, with no warning."""
+    first_two = iter([True, True])
+    eng, _ = _stalling(tmp_path, monkeypatch, lambda line: next(first_two, False))
     r = eng.lookup("RuntimeError: Widget error: the widget exploded")
     assert r.best is not None and r.best.id == "good-entry"
     assert not any("took over" in w for w in r.warnings)
@@ -276,24 +280,9 @@ def test_a_local_search_stalled_every_time_gives_up_without_condemning(tmp_path,
     a warning that blames the machine, and the pattern stays in use for the next line."""
     import kb.match
 
-    d = tmp_path / "mine" / "local"
-    d.mkdir(parents=True)
-    (d / "good-entry.yaml").write_text(GOOD)
-    eng = Engine([str(tmp_path / "mine")])
-    index = eng.signatures
-    real = index.regex
     tries = []
-
-    class AlwaysStalled:
-        def search(self, line, timeout=None):
-            tries.append(line)
-            raise TimeoutError("regex timed out")
-
-    def patched(sig, caseless=False, untrusted=False):
-        rx = real(sig, caseless, untrusted)
-        return AlwaysStalled() if untrusted else rx
-
-    monkeypatch.setattr(index, "regex", patched)
+    eng, real = _stalling(tmp_path, monkeypatch, lambda line: tries.append(line) is None)
+    index = eng.signatures
     hits = index.match_line("Widget error: the widget exploded")
     # At most LOCAL_REGEX_TRIES per search: the line as written, then its caseless fallback.
     assert hits == [] and 0 < len(tries) <= 2 * kb.match.LOCAL_REGEX_TRIES
