@@ -16,7 +16,9 @@ torch or textual: the names below are loaded on first use.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+
 
 __version__ = "0.2.0"
 
@@ -47,12 +49,15 @@ __all__ = [
     "open_log",
     "probe_environment",
     "probe_torch",
+    "replace",
     "verification_status",
     "verify_entry",
     "verify_many",
 ]
 
 if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
+    from typing import Any
+
     from .diagnose import Finding
     from .engine import Engine, LookupResult, open_log
     from .facts import Facts
@@ -70,6 +75,7 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
         NotReproducible,
         Reference,
     )
+    from .record import replace
     from .render import evidence_line, verification_status
     from .verify import (
         Environment,
@@ -106,6 +112,7 @@ _LAZY = {
     "inspect_gpu": "gpu:inspect",  # name: "module" or "module:its name there"
     "verification_status": "render",
     "evidence_line": "render",
+    "replace": "record",  # a copy of a record (a Match, an Entry...) with some fields changed
 }
 
 

@@ -12,13 +12,16 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
 
 from . import __version__
 from .exit_codes import INTERRUPTED as EXIT_INTERRUPTED
 from .exit_codes import NOT_FOUND as EXIT_NOTFOUND
 from .exit_codes import OK as EXIT_OK
 from .exit_codes import USAGE as EXIT_USAGE
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 class _Parser(argparse.ArgumentParser):

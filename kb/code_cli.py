@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from . import cuda_codes
 from .engine import default_engine
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 ERA = {
     "runtime": "runtime API (cudaError_t), CUDA >= 10.1",

@@ -13,9 +13,10 @@ imported, and the file is read once, on first use, so `import kb` stays cheap.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from .record import record
 
 _TABLE = Path(__file__).resolve().parent / "data" / "cuda_codes.json"
 
@@ -23,7 +24,7 @@ _TABLE = Path(__file__).resolve().parent / "data" / "cuda_codes.json"
 _SECTIONS = {"runtime": "runtime", "runtime-legacy": "runtime_legacy", "driver": "driver"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodeInfo:
     api: str  # "runtime" | "runtime-legacy" | "driver"
     value: int

@@ -8,16 +8,18 @@ assertion means.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
-
 from .facts import Facts, OomFigures
+from .record import asdict, field, record
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 GiB = 1 << 30
 MiB = 1 << 20
 
 
-@dataclass
+@record
 class Finding:
     topic: str  # oom | cuda-code | assertion | location
     verdict: str  # one sentence

@@ -17,9 +17,7 @@ import gzip
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, BinaryIO, Union
 
 from .diagnose import Finding, diagnose
 from .extract import Scan, iter_chunks, scan, scan_text
@@ -27,6 +25,11 @@ from .facts import Facts, extract_facts
 from .knowledge import KnowledgeBase, gc_paused, load
 from .match import Hit, SignatureIndex
 from .model import Entry, HitRef, Match, Signature
+from .record import field, record, replace
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import IO, BinaryIO
 
 # Full-text hits are suggestions: listed, ranked, never an answer (exit 1). They are shown only
 # when they cover nearly all of the message's terms: scripts/eval_lookup.py measured them on the
@@ -38,10 +41,11 @@ FULLTEXT_MIN_COVERAGE = 0.9
 # beats full text; the earliest strong line (the root error) gets a bonus.
 ROOT_BONUS = 5.0
 
-Source = Union[str, bytes, "os.PathLike[str]", BinaryIO, IO[bytes]]
+if TYPE_CHECKING:
+    Source = str | bytes | os.PathLike[str] | BinaryIO | IO[bytes]
 
 
-@dataclass
+@record
 class LookupResult:
     matches: list[Match]
     facts: Facts

@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -32,6 +30,7 @@ from .model import (
     Signature,
 )
 from .paths import entry_files
+from .record import record
 from .regex_literal import (
     backtracking_risk,
     key_words,
@@ -39,6 +38,10 @@ from .regex_literal import (
     required_any,
     required_literal,
 )
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 _Loader: type[yaml.CSafeLoader] | type[yaml.SafeLoader]
 try:
@@ -73,7 +76,7 @@ CHECKS = {
 _SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
-@dataclass
+@record
 class LoadResult:
     entries: list[Entry]
     problems: list[Problem]
@@ -262,6 +265,8 @@ def load_file(
             )
         caseless = bool(s.get("ignore_case", False))
         literal = required_literal(s["pattern"], caseless)
+        words = tuple(key_words(literal))
+        any_of = () if words else required_any(s["pattern"], caseless)
         sigs.append(
             Signature(
                 id=s["id"],
@@ -274,7 +279,9 @@ def load_file(
                 head=leading_literal(s["pattern"]),
                 explained_by=tuple(s.get("explained_by", ())),
                 # No whole word to file the signature under: the alternatives it needs instead.
-                any_of=() if key_words(literal) else required_any(s["pattern"], caseless),
+                any_of=any_of,
+                words=words,
+                any_words=tuple(tuple(key_words(a)) for a in any_of),
             )
         )
 

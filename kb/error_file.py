@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from typing import Any
+
+from .record import record
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 MAX_BYTES = 16 << 20
 
 
-@dataclass
+@record
 class ErrorFile:
     path: str
     message: str

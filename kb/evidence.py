@@ -9,15 +9,15 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from dataclasses import asdict, fields
 from pathlib import Path
 
 import yaml
 
 from .model import Evidence
 from .paths import evidence_files
+from .record import asdict, fields
 
-_FIELDS = {f.name for f in fields(Evidence)}
+_FIELDS = set(fields(Evidence))
 
 
 def load_evidence(root: Path) -> dict[str, list[Evidence]]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from .model import Evidence
+from .record import record
 
 NOT_YET = "not yet verified"
 
@@ -60,7 +60,7 @@ def run_counts(ev: Evidence) -> tuple[int, int]:
     return 0, 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuVerdict:
     """The newest record for one entry on one GPU kind."""
 

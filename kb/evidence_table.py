@@ -9,16 +9,16 @@ tests/test_evidence_table.py fails when it differs from what the records produce
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from .evidence_summary import run_counts
 from .model import Evidence
+from .record import field, record
 
 START = "<!-- verification-table:start -->"
 END = "<!-- verification-table:end -->"
 
 
-@dataclass
+@record
 class _Row:
     gpu: str
     driver: str

@@ -13,10 +13,13 @@ import heapq
 import re
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import IO
 
 from .rank_prefix import rank_of
+from .record import record
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import IO
 
 # Every error line kb knows holds one of these: TRIGGERS in any case, EXACT_TRIGGERS as written
 # ("cuda" in lower case is everywhere in training logs: cuda:0, torch.cuda, .cuda()). lint checks
@@ -168,7 +171,7 @@ def peel(line: str) -> tuple[str, str]:
     return head, line.strip()
 
 
-@dataclass
+@record
 class Line:
     number: int  # 1-based line number in the input
     text: str  # cleaned
@@ -182,7 +185,7 @@ class Line:
     source: int = 0  # which input it came from, when several are read as one job
 
 
-@dataclass
+@record
 class Scan:
     lines: list[Line]  # candidate lines in input order (head, then tail)
     total_lines: int

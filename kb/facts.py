@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from .extract import Line
+from .record import asdict, field, record
 from .wrappers import sightings
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 _UNITS = {
     "b": 1,
@@ -30,7 +33,7 @@ def to_bytes(num: str, unit: str) -> int:
     return int(float(num) * _UNITS[unit.lower()])
 
 
-@dataclass
+@record
 class CudaCode:
     value: int
     api: str  # runtime | runtime-legacy | driver | unknown: how the log numbered it, when it tells
@@ -43,7 +46,7 @@ class CudaCode:
     line: str = ""  # the line that stated it
 
 
-@dataclass
+@record
 class OomFigures:
     requested: int | None = None
     total: int | None = None
@@ -58,7 +61,7 @@ class OomFigures:
     line_number: int = 0
 
 
-@dataclass
+@record
 class Facts:
     cuda_codes: list[CudaCode] = field(default_factory=list)
     oom: OomFigures | None = None

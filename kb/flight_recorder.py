@@ -29,8 +29,8 @@ import json
 import os
 import pickle
 import re
-from dataclasses import dataclass, field
 
+from .record import field, record
 from .watchdog import Desync
 
 MAX_BYTES = 256 << 20
@@ -60,7 +60,7 @@ class _Refusing(pickle.Unpickler):
         raise pickle.UnpicklingError("refused a persistent id")
 
 
-@dataclass
+@record
 class Entry:
     pg: str
     seq: int
@@ -70,7 +70,7 @@ class Entry:
     frames: list = field(default_factory=list)
 
 
-@dataclass
+@record
 class Dump:
     path: str
     rank: int | None

@@ -13,10 +13,11 @@ against the GPUs a repro will actually see.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+
+from .record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuDevice:
     index: int  # NVML index (the machine's numbering, before CUDA_VISIBLE_DEVICES)
     name: str
@@ -26,7 +27,7 @@ class GpuDevice:
     uuid: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuInfo:
     """The visible GPUs; the top-level fields describe the first one, which repros use by default."""
 

@@ -13,18 +13,18 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths
 from .knowledge import KnowledgeBase
+from .record import record
 
 FIELDS = ("title", "wording", "summary", "causes")
 MAX_TERMS = 12  # the message's most distinctive terms; a whole pasted log as an OR query is slow
 _REGEX_NOISE = re.compile(r"\(\?P<\w+>|\(\?:|\\[dswDSWb]|[\\^$*+?{}\[\]()|]")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TextHit:
     id: str
     score: float

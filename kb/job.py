@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
 
 from . import consequences, torchrun_summary
 from .engine import Engine, LookupResult
@@ -33,7 +31,12 @@ from .flight_recorder import Dump
 from .flight_recorder import desync as fr_desync
 from .model import Match
 from .rank_prefix import host_of, rank_in_text, time_of
+from .record import field, record, replace
 from .watchdog import Desync, desync_from_progress, progress
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 LAUNCHER = None  # the key of lines no rank printed (torchrun's agent, the shell)
 # A rank's input, keyed by its rank, "host:<name>" for a job whose lines carry only hosts, or
@@ -53,7 +56,7 @@ _EXCEPTION = re.compile(
 LEVEL = {"error": 1, "exception": 2, "signal": 3, "exit": 4}
 
 
-@dataclass
+@record
 class RankInput:
     """Everything read about one rank before any verdict."""
 
@@ -65,7 +68,7 @@ class RankInput:
     dump: Dump | None = None
 
 
-@dataclass
+@record
 class RankVerdict:
     rank: int | None
     host: str | None = None
@@ -102,7 +105,7 @@ class RankVerdict:
         return d
 
 
-@dataclass
+@record
 class JobView:
     ranks: list[RankVerdict]
     root: RankVerdict | None

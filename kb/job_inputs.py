@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import error_file, flight_recorder
 from .job_lookup import Source
+from .record import field, record
 
 MAX_FILES = 4096  # per folder argument; a job's log folder, not a file system
 MAX_DEPTH = 8  # torchrun's layout is 4 deep under --log-dir
@@ -33,7 +33,7 @@ _DUMP_NAME = re.compile(r"trace.*?(\d+)$|_rank_?(\d+)$", re.I)
 _OWN = re.compile(r"^kb-")
 
 
-@dataclass
+@record
 class JobInputs:
     logs: list[Source] = field(default_factory=list)
     error_files: list[Source] = field(default_factory=list)

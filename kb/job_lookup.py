@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import replace
-from typing import BinaryIO
 
 from .engine import Engine, LookupResult, open_log
 from .extract import Line, Scan, iter_chunks, scan, scan_text
 from .rank_prefix import host_of, rank_in_text
+from .record import replace
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 # The job modules (kb.job and what it reads with) are imported only for input that is a job:
 # a one-line `kb lookup "..."` must not pay for them (tests/test_import_contract.py).

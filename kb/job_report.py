@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from .job import JobView, RankVerdict
 from .job_lookup import JobLookup, display_path
 from .knowledge import KnowledgeBase
 from .render import Style
 from .report import match_dict, result_dict, result_markdown, result_text
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def lookup_dict(jl: JobLookup) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Loading validates every file against the schema, which is the slow part (jsonschema import and
 checks). The result is cached in the state dir under a hash of every entry and evidence file's
-content, so a lookup after the first one only reads the files and unpickles.
+content. A lookup after the first one does not even read the files: a small key file, named by
+what stat says of every file (size, times, inode), points at the content hash it was last seen
+with; only files that changed in the last seconds are read and hashed again (see _stat_key).
 """
 
 from __future__ import annotations
@@ -13,17 +15,18 @@ import os
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, paths
 from .model import Entry, Evidence, Problem
 from .paths import entry_files, evidence_files
+from .record import field, record
 
-_CACHE_FORMAT = 8  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by
+_CACHE_FORMAT = 9  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
+# 9: kb.record records, signatures' key words
 
 
-@dataclass
+@record
 class KnowledgeBase:
     entries: list[Entry]
     problems: list[Problem]
@@ -82,6 +85,63 @@ def _snapshot(groups: list[tuple[str, list[Path]]]) -> tuple[str, dict[Path, byt
     return h.hexdigest(), data
 
 
+SETTLED_S = 2.0  # a file changed more recently than this may change again within one clock tick
+
+
+def _stat_key(groups: list[tuple[str, list[Path]]]) -> str | None:
+    """A hash of what stat says of every file (and of the list of files), or None when it cannot
+    stand for their content: a file that cannot be stat'ed, or one changed in the last
+    SETTLED_S seconds, which a write in the same clock tick could change again without any
+    field changing. Every write sets a file's ctime to the current time, which users cannot set
+    back, so a settled file with the same stat has the same bytes (what git's index relies on)."""
+    import time
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{__version__}/{_CACHE_FORMAT}".encode())
+    newest = 0
+    for tag, files in [("s", [Path(__file__).with_name("schema.json")]), *groups]:
+        for f in files:
+            try:
+                st = os.stat(f)
+            except OSError:
+                return None
+            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+            h.update(
+                f"\0{tag}\0{f}\0{st.st_size}/{st.st_mtime_ns}/{st.st_ctime_ns}/{st.st_ino}".encode()
+            )
+    if newest > time.time_ns() - int(SETTLED_S * 1e9):
+        return None
+    return h.hexdigest()
+
+
+def _read_pointer(path: Path) -> str:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read(64).strip()
+    except (OSError, ValueError):
+        return ""
+
+
+def _unpickle(cache: Path, digest: str) -> KnowledgeBase | None:
+    try:
+        with open(cache, "rb") as fh, gc_paused():
+            kb = pickle.load(fh)
+    except (
+        OSError,
+        pickle.UnpicklingError,
+        EOFError,
+        AttributeError,
+        ImportError,
+        TypeError,
+        ValueError,
+    ):
+        return None
+    if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
+        kb.warnings = []
+        return kb
+    return None
+
+
 def load(
     kb_dirs: list[str] | None = None, bundled: list[Path] | None = None, use_cache: bool = True
 ) -> KnowledgeBase:
@@ -95,25 +155,22 @@ def load(
             ("l", entry_files(local)),
             ("e", evidence_files(ev_dir)),
         ]
+        state = paths.state_dir()
+        stat_key = _stat_key(groups) if use_cache else None
+        if stat_key:
+            seen = _read_pointer(state / f"entries-{stat_key}.key")
+            if seen:
+                cached = _unpickle(state / f"entries-{seen}.pickle", seen)
+                if cached is not None:
+                    return cached
         digest, data = _snapshot(groups)
-        cache = paths.state_dir() / f"entries-{digest}.pickle"
+        cache = state / f"entries-{digest}.pickle"
         if use_cache:
-            try:
-                with open(cache, "rb") as fh, gc_paused():
-                    kb = pickle.load(fh)
-                if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
-                    kb.warnings = []
-                    return kb
-            except (
-                OSError,
-                pickle.UnpicklingError,
-                EOFError,
-                AttributeError,
-                ImportError,
-                TypeError,
-                ValueError,
-            ):
-                pass
+            cached = _unpickle(cache, digest)
+            if cached is not None:
+                if stat_key:
+                    _write_pointer(state / f"entries-{stat_key}.key", digest)
+                return cached
         # Only on a cache miss: YAML parsing and schema validation cost more than everything else.
         from .entries import load_dirs
         from .evidence import load_evidence
@@ -132,6 +189,8 @@ def load(
         return kb
     if use_cache:
         problem = _write_cache(cache, kb)
+        if not problem and stat_key:
+            _write_pointer(state / f"entries-{stat_key}.key", digest)
         if problem:
             kb.warnings = [
                 f"cannot write kb's cache in {cache.parent} ({problem}); lookups still "
@@ -141,6 +200,16 @@ def load(
 
 
 STALE_DAYS = 14  # caches of other configurations are left alone until unused this long
+
+
+def _write_pointer(path: Path, digest: str) -> None:
+    """Best effort: without it the next lookup only reads and hashes the files again."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        tmp.write_text(digest, encoding="ascii")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def _write_cache(cache: Path, kb: KnowledgeBase) -> str | None:
@@ -162,7 +231,7 @@ def _write_cache(cache: Path, kb: KnowledgeBase) -> str | None:
     # Another configuration (other KB_PATH, other checkout) may share this folder: only caches
     # nobody has used for a long time are removed.
     cutoff = time.time() - STALE_DAYS * 86400
-    for old in cache.parent.glob("entries-*.pickle"):
+    for old in [*cache.parent.glob("entries-*.pickle"), *cache.parent.glob("entries-*.key")]:
         try:
             if old != cache and old.stat().st_mtime < cutoff:
                 old.unlink()

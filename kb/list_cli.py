@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from . import render
 from .evidence_summary import by_gpu, gpu_kinds, run_counts
 from .exit_codes import OK as EXIT_OK
 from .knowledge import load
 from .model import Entry, Evidence
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def run_list(args: argparse.Namespace) -> int:

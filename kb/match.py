@@ -21,11 +21,14 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
 from .model import Entry, Signature
+from .record import record
 from .regex_literal import key_words
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 _WORD = re.compile(r"\w+")
 LOCAL_REGEX_TIMEOUT = 0.5  # seconds per line for a pattern from a user's folder; one overrun spent in the search itself and that pattern is skipped
@@ -38,7 +41,7 @@ _GENERIC_HEAD = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Hit:
     entry: Entry
     signature: Signature
@@ -61,7 +64,7 @@ class SignatureIndex:
         freq: Counter[tuple[bool, str]] = Counter()
         keyed: list[tuple[Entry, Signature, list[str]]] = []
         for e, s in pairs:
-            words = key_words(s.literal)
+            words = list(s.words) if s.words or not s.literal else key_words(s.literal)
             keyed.append((e, s, words))
             freq.update({(s.ignore_case, w) for w in words})
         self.by_word: dict[str, list[Pair]] = {}
@@ -71,7 +74,11 @@ class SignatureIndex:
         for e, s, words in keyed:
             table = self.by_word_ci if s.ignore_case else self.by_word
             if not words:
-                alt_words = [key_words(a) for a in s.any_of]
+                alt_words = (
+                    [list(ws) for ws in s.any_words]
+                    if len(s.any_words) == len(s.any_of)
+                    else [key_words(a) for a in s.any_of]
+                )
                 if not alt_words or not all(alt_words):
                     self.always.append((e, s))
                     continue

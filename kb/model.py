@@ -1,19 +1,23 @@
-"""The shapes kb works with. Frozen dataclasses, no I/O: every other module passes these around."""
+"""The shapes kb works with. Frozen records (kb.record), no I/O: every other module passes these
+around."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from .record import field, fields, record
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Code:
     api: str  # runtime | runtime-legacy | driver
     value: int
     name: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Signature:
     id: str
     pattern: str
@@ -31,16 +35,21 @@ class Signature:
     # When the literal has no whole word: literals of which every match holds one (lowercased
     # when ignore_case), to file and prefilter the signature by instead.
     any_of: tuple[str, ...] = ()
+    # The whole words of `literal` and of each `any_of` literal (regex_literal.key_words), worked
+    # out once when the entry is loaded: the signature index files signatures by them on every
+    # cold start. Left empty by code that makes a Signature itself; the index works them out then.
+    words: tuple[str, ...] = ()
+    any_words: tuple[tuple[str, ...], ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Program:
     code: str
     env: dict[str, str] = field(default_factory=dict)
     timeout: float = 120.0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NearMiss:
     """A no_match example: text that must not name its entry, and the entry (or "none") that a
     lookup must put first instead."""
@@ -49,7 +58,7 @@ class NearMiss:
     belongs: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Requirements:
     gpu: bool = True
     gpus: int = 1
@@ -59,7 +68,7 @@ class Requirements:
     exclusive: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Repro:
     code: str
     expect: tuple[str, ...]
@@ -83,11 +92,11 @@ class _ReadLikeADict:
         return getattr(self, key)
 
 
-def _field_names(record: Any) -> tuple[str, ...]:  # Any: one of the dataclasses below
-    return tuple(f.name for f in fields(record))
+def _field_names(rec: Any) -> tuple[str, ...]:  # Any: one of the records below
+    return fields(rec)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cause(_ReadLikeADict):
     """One likely cause of an entry's error (entries list the most likely first)."""
 
@@ -96,7 +105,7 @@ class Cause(_ReadLikeADict):
     evidence: str = ""  # what in the log or a diagnostic tells this cause apart from the others
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic(_ReadLikeADict):
     """A command to run, and what its output tells."""
 
@@ -105,7 +114,7 @@ class Diagnostic(_ReadLikeADict):
     tells: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fix(_ReadLikeADict):
     """A way out of the error (entries list the one to try first, first)."""
 
@@ -115,13 +124,13 @@ class Fix(_ReadLikeADict):
     lang: str = "python"  # the language of `code`, for highlighting
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Reference(_ReadLikeADict):
     url: str
     title: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NotReproducible(_ReadLikeADict):
     """A wording (signature id) today's stack cannot print, and why."""
 
@@ -129,7 +138,7 @@ class NotReproducible(_ReadLikeADict):
     reason: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Entry:
     id: str
     area: str
@@ -158,7 +167,7 @@ class Entry:
         return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Problem:
     """One thing wrong with an entry file, as lint reports it."""
 
@@ -175,7 +184,7 @@ class Problem:
         return f"{text} ({self.hint})" if self.hint else text
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HitRef:
     """One line that fired for a match: which signature, where, and the line itself."""
 
@@ -184,7 +193,7 @@ class HitRef:
     line: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Match:
     """One entry found in the input, with the evidence for it."""
 
@@ -203,7 +212,7 @@ class Match:
         return self.entry.id
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Evidence:
     """What one `kb verify --record` run saw for one entry in one environment."""
 

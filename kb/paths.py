@@ -57,17 +57,39 @@ def state_dir() -> Path:
     return Path(platformdirs.user_cache_dir("kb", appauthor=False))
 
 
+def _yaml_files_under(root: str) -> list[Path]:
+    # os.walk rather than Path.rglob: it reads each folder once and tells files from folders
+    # without a stat per name (rglob and is_file took a tenth of a cold lookup). A broken link
+    # is listed too, and the loader names it as a file it cannot read.
+    return sorted(
+        Path(folder, name)
+        for folder, _subdirs, names in os.walk(root)
+        for name in names
+        if name.endswith(".yaml")
+    )
+
+
 def entry_files(dirs) -> list[Path]:
-    """Every entry file under the given folders (or the files themselves), in a stable order."""
+    """Every entry file under the given folders (or the files themselves), in a stable order
+    (Path order: folder by folder)."""
     files: list[Path] = []
     for d in dirs:
         d = Path(d)
         if d.is_file():
             files.append(d)
         elif d.is_dir():
-            files.extend(sorted(p for p in d.rglob("*.yaml") if p.is_file()))
+            files.extend(_yaml_files_under(str(d)))
     return files
 
 
 def evidence_files(root: Path) -> list[Path]:
-    return sorted(root.glob("*/*.yaml")) if root.is_dir() else []
+    """<root>/<entry id>/<record>.yaml, in a stable order."""
+    if not root.is_dir():
+        return []
+    found = []
+    with os.scandir(root) as folders:
+        for folder in folders:
+            if folder.is_dir():
+                with os.scandir(folder.path) as records:
+                    found += [Path(r.path) for r in records if r.name.endswith(".yaml")]
+    return sorted(found)

@@ -8,7 +8,11 @@ regex search.
 from __future__ import annotations
 
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 try:  # Python >= 3.11
     from re import _parser as sre_parse  # type: ignore[attr-defined]

@@ -9,12 +9,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TextIO
 
 from .model import Entry, Evidence, Problem
+from .record import asdict, record
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from .evidence_summary import GpuVerdict
 
 
@@ -63,7 +66,7 @@ def evidence_line(evs: list[Evidence]) -> str:
     return "verified: " + evs[0].summary()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VerificationRow:
     """One GPU kind's line in `kb show` and cell in `kb list`."""
 

@@ -4,13 +4,16 @@ rendering of a LookupResult lives here, so the three say the same thing."""
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
 from .diagnose import Finding
 from .engine import LookupResult
 from .knowledge import KnowledgeBase
 from .model import Match
 from .render import Style, evidence_line
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def match_dict(m: Match) -> dict[str, Any]:

@@ -18,10 +18,13 @@ import json
 import os
 import sys
 import time
-from typing import Any
 
 from . import exit_codes
 from .render import Style, use_color
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _default_run_dir() -> str:

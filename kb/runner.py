@@ -22,7 +22,8 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+
+from .record import field, record
 
 CHUNK = 1 << 20
 DRAIN_AFTER_EXIT_S = 3.0  # a worker the command left behind may hold its output open
@@ -36,7 +37,7 @@ FORWARDED = (
 )
 
 
-@dataclass
+@record
 class Outcome:
     returncode: int  # the command's exit status; a death by signal N is 128 + N, as shells say
     raw: int  # Popen's: negative for a signal

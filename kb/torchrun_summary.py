@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import re
 import signal
-from dataclasses import dataclass, field
+
+from .record import field, record
 
 _INDEX = re.compile(r"^\s*\[(\d+)\]:\s*$")
 _FIELD = re.compile(r"^\s{1,4}(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
@@ -43,7 +44,7 @@ _LABEL = re.compile(r"^\d{1,5}: ")  # srun --label on every line
 _FORCED = re.compile(r"Unable to shutdown process (\d+) via \S+, forcefully exiting via \S*SIGKILL")
 
 
-@dataclass
+@record
 class Failure:
     rank: int
     local_rank: int | None = None
@@ -64,7 +65,7 @@ class Failure:
         return -self.exitcode if self.exitcode is not None and self.exitcode < 0 else None
 
 
-@dataclass
+@record
 class Summary:
     failures: list[Failure] = field(default_factory=list)
 

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import date
-from typing import TYPE_CHECKING
 
 from . import gpu as gpu_mod
 from .model import Entry, Evidence
@@ -56,6 +55,8 @@ from .verify_sandbox import (
     run_program,
 )
 from .verify_schedule import run_scheduled
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 
 if TYPE_CHECKING:
     from .knowledge import KnowledgeBase

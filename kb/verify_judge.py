@@ -4,10 +4,11 @@ verdict from several runs of the same entry (`kb verify --repeat N`)."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
+from .record import record, replace
 from .verify_outcome import FLAKY, REPRODUCED, Outcome
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 
 if TYPE_CHECKING:
     from .knowledge import KnowledgeBase
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 SHOWN_LINE = 200  # matched lines are kept this short in outcomes and evidence
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Judgement:
     ranked: tuple[str, ...]  # entry ids, as the lookup ranked them
     matched: tuple[str, ...]  # this entry's signature ids that matched, in order of appearance

@@ -6,8 +6,12 @@ shape without importing the sandbox or the scheduler.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from .record import asdict, record
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
+
 
 # Verdicts.
 REPRODUCED, NOT_REPRODUCED, TIMEOUT, ERROR, SKIPPED, CANCELLED = (
@@ -24,7 +28,7 @@ FLAKY = "flaky"  # --repeat: the runs did not agree
 RECORDED = (REPRODUCED, NOT_REPRODUCED, TIMEOUT, FLAKY)
 
 
-@dataclass
+@record
 class Outcome:
     entry_id: str
     status: str

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 
 from .gpu import GpuInfo
+from .record import record
 from .verify_sandbox import run_program
 
 PROBE_CODE = (
@@ -17,7 +17,7 @@ PROBE_CODE = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Environment:
     """Where repros run: the GPUs (from NVML, in this process) and torch (from the child)."""
 

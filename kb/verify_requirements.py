@@ -4,7 +4,9 @@ machine offers, and the reason in words when it cannot run here."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+
 
 if TYPE_CHECKING:
     from .model import Entry

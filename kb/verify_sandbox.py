@@ -18,8 +18,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import IO
+
+from .record import record
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import IO
+
 
 DEFAULT_TIMEOUT = 120.0
 KILL_GRACE = 3.0  # seconds between SIGTERM and SIGKILL to a process group
@@ -40,7 +45,7 @@ PASS_EXACT = (
 PASS_PREFIX = ("NCCL_", "TORCH_", "NVSHMEM_")
 
 
-@dataclass
+@record
 class ProgramResult:
     rc: int | None  # None: never started (see error)
     output: str  # stdout and stderr interleaved, as a terminal shows them; capped

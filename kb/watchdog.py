@@ -23,7 +23,8 @@ The wordings, from torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp across relea
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from .record import field, record
 
 _TIMEOUT = re.compile(
     r"(?:Watchdog c|\bC)aught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?"
@@ -40,7 +41,7 @@ _STATUS = re.compile(
 _BARRIER = re.compile(r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier")
 
 
-@dataclass
+@record
 class RankProgress:
     """What one rank's lines say about its collectives."""
 
@@ -82,7 +83,7 @@ def progress(texts) -> RankProgress:
     return p
 
 
-@dataclass
+@record
 class Desync:
     """The collective some ranks never reached, as far as the evidence shows it."""
 

@@ -13,13 +13,13 @@ what is left names one code, as a partial sighting.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from . import cuda_codes
+from .record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Sighting:
     api: str  # runtime | driver
     value: int

@@ -3,12 +3,12 @@ renderers use their attributes, not the dict-style compatibility reads."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 
 import pytest
 import yaml
 
+from kb import record as records
 from kb.engine import Engine
 from kb.model import Cause, Diagnostic, Fix, NotReproducible, Reference, _ReadLikeADict
 from kb.render import Style, entry_dict, entry_markdown, print_entry
@@ -25,7 +25,7 @@ SECTIONS = {
 
 def _as_yaml(record) -> dict:
     """The record as the YAML wrote it: fields left out of the YAML are empty (or lang's default)."""
-    d = dataclasses.asdict(record)
+    d = records.asdict(record)
     return {k: v for k, v in d.items() if v != "" and not (k == "lang" and v == "python")}
 
 
@@ -44,7 +44,7 @@ def test_every_section_is_a_record_equal_to_its_yaml(kb_bundled):
 
 
 def test_records_are_frozen():
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(records.FrozenInstanceError):
         Fix("t").title = "other"  # type: ignore[misc]
 
 
@@ -94,7 +94,7 @@ def test_kb_show_prints_entry_text_verbatim_not_as_markup(kb_bundled):
     "[rank0]" from a pattern."""
     e = kb_bundled.get("cuda-home-not-set")
     odd = "grep -E '[/\\]bin' and [rank0]: [bold]x"
-    e = dataclasses.replace(
+    e = records.replace(
         e,
         causes=(Cause("[red]title[/red]", odd),),
         diagnostics=(Diagnostic("check", odd, tells=odd),),

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from test_verify_support import FIXTURES, kb_home  # noqa: F401
@@ -14,6 +13,7 @@ from kb.cli import main
 from kb.evidence import load_evidence, write_evidence
 from kb.evidence_summary import by_gpu, gpu_kind, per_gpu_line, run_counts
 from kb.model import Evidence
+from kb.record import replace
 from kb.verify import FIX_VERIFIED, NOT_REPRODUCED, REPRODUCED, Outcome, combine_runs
 from kb.verify import evidence_for as evidence_from_outcome
 from kb.verify_probe import Environment

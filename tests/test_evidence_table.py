@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import replace
 
 import pytest
 from _repo import REPO
@@ -12,6 +11,7 @@ from _repo import REPO
 from kb.evidence import load_evidence
 from kb.evidence_table import END, START, current_block, render_table, replace_block
 from kb.model import Evidence
+from kb.record import replace
 
 EV = Evidence(
     entry="a",

@@ -39,7 +39,8 @@ def test_a_one_line_lookup_loads_no_module_it_does_not_use(tmp_path):
         "import sys\n"
         "from kb.cli import main\n"
         f"rc = main(['lookup', {MSG!r}])\n"
-        "unwanted = ('platformdirs', 'tempfile', 'kb.evidence_summary', 'yaml', 'rich')\n"
+        "unwanted = ('platformdirs', 'tempfile', 'kb.evidence_summary', 'yaml', 'rich',\n"
+        "            'dataclasses', 'inspect', 'typing')\n"
         "print('LOADED', [m for m in unwanted if m in sys.modules], rc)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "KB_HOME"}

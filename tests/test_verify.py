@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 
 import pytest
 from test_verify_support import (
@@ -27,6 +26,7 @@ from test_verify_support import (
 import kb.verify as verify
 import kb.verify_sandbox as verify_sandbox
 from kb.model import Requirements
+from kb.record import replace
 from kb.verify import (
     CANCELLED,
     ERROR,

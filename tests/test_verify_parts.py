@@ -29,7 +29,8 @@ PARTS = {
 def test_each_part_loads_only_what_it_needs(part):
     code = f"import sys, {part}; print(' '.join(m for m in sys.modules if m.startswith('kb.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = set(out.stdout.split()) - {part}
+    # kb.record is what every record is made of (as dataclasses would be): not a part's choice.
+    loaded = set(out.stdout.split()) - {part, "kb.record"}
     assert loaded <= PARTS[part], loaded - PARTS[part]
 
 

@@ -8,10 +8,10 @@ looked up, so the app calls `job_of` from a worker thread. Nothing here imports 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from kb import Engine, LookupResult, Match
+from kb import Engine, LookupResult, Match, replace
 
 # kb.job's roles, in the order the list shows them after the root cause.
 ROLE_ORDER = {"root": 0, "unknown": 1, "consequence": 2}

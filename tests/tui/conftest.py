@@ -50,10 +50,9 @@ def _attributes_only(monkeypatch):
 
 @pytest.fixture
 def fake_kb():
-    from dataclasses import replace
-
     from kb import Evidence, KnowledgeBase
     from kb.knowledge import load
+    from kb.record import replace
 
     loaded = load([str(FIXTURES / "local")], bundled=[FIXTURES / "entries"], use_cache=False)
     # Paths shown on screen (the local-entry confirmation names the file) are made the same in
