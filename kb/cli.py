@@ -1,17 +1,16 @@
 """The `kb` command. Thin: parse arguments, call the library, print, return an exit code.
 
 argparse rather than a third-party CLI library: it is made for the job and costs ~5 ms to import,
-and `kb lookup` must start in a few tens of milliseconds.
+and `kb lookup` must start in a few tens of milliseconds. It is imported only when a command line
+needs it: `kb lookup TEXT...` with no option is read without it (plain_lookup).
 
 Exit codes: kb/exit_codes.py, the one place they are defined.
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
-from collections.abc import Callable
-from pathlib import Path
 
 from . import __version__
 from .exit_codes import INTERRUPTED as EXIT_INTERRUPTED
@@ -19,19 +18,28 @@ from .exit_codes import NOT_FOUND as EXIT_NOTFOUND
 from .exit_codes import OK as EXIT_OK
 from .exit_codes import USAGE as EXIT_USAGE
 
-TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+TYPE_CHECKING = False  # argparse and typing stay unimported on a plain lookup's path
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
     from typing import NoReturn
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse's own exit code is 2 as well; keep its message short
-        self.print_usage(sys.stderr)
-        print(f"kb: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
+def _parser_class() -> type[argparse.ArgumentParser]:
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # argparse's own exit code is 2 too; keep its message short
+            self.print_usage(sys.stderr)
+            print(f"kb: error: {message}", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE)
+
+    return _Parser
 
 
 def _fmt(examples: str):
+    import argparse
+
     return argparse.RawDescriptionHelpFormatter, "examples:\n" + examples
 
 
@@ -39,6 +47,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `only`, just that subcommand's (what `main` parses with once it
     knows the command: argparse builds a formatter for every argument it adds, and `kb lookup`
     is timed in milliseconds)."""
+    import argparse
+
+    _Parser = _parser_class()
     p = _Parser(
         prog="kb",
         description="Name PyTorch / CUDA failures from raw logs, and prove the "
@@ -127,10 +138,12 @@ def _cmd_lint(args) -> int:
     from .lint import lint
 
     if args.paths:
-        missing = [p for p in args.paths if not Path(p).exists()]
+        missing = [p for p in args.paths if not os.path.exists(p)]
         if missing:
             print(f"kb: no such file or folder: {', '.join(missing)}", file=sys.stderr)
             return EXIT_USAGE
+        from pathlib import Path
+
         kb = load(args.kb_dir, bundled=[Path(p) for p in args.paths], use_cache=False)
     else:
         kb = load(args.kb_dir, use_cache=False)
@@ -247,7 +260,7 @@ def _args_run(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--json", metavar="FILE", help="on failure, also write the diagnosis as JSON to FILE"
     )
-    sp.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
+    sp.add_argument("argv", nargs="...", metavar="-- COMMAND ...")  # argparse.REMAINDER
 
 
 def _args_show(sp: argparse.ArgumentParser) -> None:
@@ -399,15 +412,42 @@ _COMMANDS: dict[
 }
 
 
+def plain_lookup(argv: list[str]):
+    """What argparse makes of `kb lookup TEXT...` when no word is an option, made without it.
+
+    The most common command, and the one timed against `python -c pass`: argparse's import,
+    the gettext and locale it loads and the formatter it builds (which imports shutil) cost a
+    fifth of a cold lookup. Any word starting with '-' (an option, '--', '-' for stdin) goes
+    through argparse as before; tests/test_startup.py holds the two results equal."""
+    if len(argv) < 2 or argv[0] != "lookup" or any(w.startswith("-") for w in argv[1:]):
+        return None
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        command="lookup",
+        kb_dir=[],
+        func=_cmd_lookup,
+        inputs=list(argv[1:]),
+        stdin=False,
+        file=[],
+        batch=False,
+        json=False,
+        format=None,
+        top=3,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    # The command is always the first word (kb's own options are --help and --version only).
-    parser = build_parser(only=argv[0] if argv and argv[0] in _COMMANDS else None)
-    args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return EXIT_USAGE
-    missing = [d for d in getattr(args, "kb_dir", None) or [] if not Path(d).is_dir()]
+    args = plain_lookup(argv)
+    if args is None:
+        # The command is always the first word (kb's own options are --help and --version only).
+        parser = build_parser(only=argv[0] if argv and argv[0] in _COMMANDS else None)
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return EXIT_USAGE
+    missing = [d for d in getattr(args, "kb_dir", None) or [] if not os.path.isdir(d)]
     if missing:
         print(f"kb: --kb-dir {missing[0]}: no such folder", file=sys.stderr)
         return EXIT_USAGE
@@ -421,8 +461,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # `kb show ID | head -1`: the reader went away, which is no error. Point stdout at
         # /dev/null so the interpreter's final flush does not complain either.
-        import os
-
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK

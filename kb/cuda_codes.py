@@ -13,12 +13,12 @@ imported, and the file is read once, on first use, so `import kb` stays cheap.
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
-from pathlib import Path
 
 from .record import record
 
-_TABLE = Path(__file__).resolve().parent / "data" / "cuda_codes.json"
+_TABLE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "data", "cuda_codes.json")
 
 # api name used in CodeInfo -> section of the JSON, in the order by_value reports them.
 _SECTIONS = {"runtime": "runtime", "runtime-legacy": "runtime_legacy", "driver": "driver"}

@@ -13,11 +13,9 @@ built lazily under the engine's own lock, so one engine can serve many threads.
 
 from __future__ import annotations
 
-import gzip
 import os
-import threading
+from _thread import RLock, allocate_lock  # threading's own locks, without importing threading
 from collections.abc import Iterable
-from pathlib import Path
 
 from .diagnose import Finding, diagnose
 from .extract import Scan, iter_chunks, scan, scan_text
@@ -64,10 +62,12 @@ class LookupResult:
 
 def open_log(path: str | os.PathLike[str]) -> BinaryIO:
     """A log file as bytes, gunzipped when it is gzip (whatever its name)."""
-    fh = open(Path(path), "rb")
+    fh = open(path, "rb")
     if fh.read(2) == b"\x1f\x8b":
         fh.seek(0)
         # GzipFile has every method of BinaryIO; typeshed just does not declare it one.
+        import gzip  # only for gzip input
+
         return gzip.open(fh)  # type: ignore[return-value]
     fh.seek(0)
     return fh
@@ -85,7 +85,7 @@ class Engine:
     ):
         self.kb_dirs = list(kb_dirs or [])
         self._kb = knowledge
-        self._lock = threading.RLock()
+        self._lock = RLock()
         self._signatures: SignatureIndex | None = None
         self._owners: dict[tuple[str, int], str] | None = None
         self._fulltext: object | None = None
@@ -105,9 +105,9 @@ class Engine:
         if self._signatures is None:
             with self._lock:
                 if self._signatures is None:
-                    entries = self.knowledge.entries
+                    kb = self.knowledge
                     with gc_paused():
-                        self._signatures = SignatureIndex(entries)
+                        self._signatures = SignatureIndex(kb.entries, kb.signature_tables)
         return self._signatures
 
     @property
@@ -383,7 +383,7 @@ def _query_text(s: Scan) -> str:
 
 # ---------------------------------------------------------------- shared engines
 _ENGINES: dict[tuple, Engine] = {}
-_ENGINES_LOCK = threading.Lock()
+_ENGINES_LOCK = allocate_lock()
 
 
 def default_engine(kb_dirs: Iterable[str] | None = None) -> Engine:

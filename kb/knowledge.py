@@ -10,20 +10,27 @@ with; only files that changed in the last seconds are read and hashed again (see
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 import pickle
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import contextmanager, suppress
 
 from . import __version__, paths
 from .model import Entry, Evidence, Problem
-from .paths import entry_files, evidence_files
+from .paths import entry_file_names, evidence_file_names
 from .record import field, record
 
-_CACHE_FORMAT = 9  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
-# 9: kb.record records, signatures' key words
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .match import Tables
+
+_SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.json")
+
+_CACHE_FORMAT = 10  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
+# 9: kb.record records, signatures' key words; 10: where they are filed, entries' details
+# pickled apart
 
 
 @record
@@ -34,6 +41,9 @@ class KnowledgeBase:
     content_hash: str = ""
     # Said once on stderr by the CLI, shown by the TUI: an unwritable cache, and the like.
     warnings: list[str] = field(default_factory=list)
+    # kb.match.file_signatures(entries), worked out when the cache is written (None until then,
+    # and for a knowledge base made in memory: the engine works them out itself).
+    signature_tables: Tables | None = None
 
     def __post_init__(self) -> None:
         self.by_id = {e.id: e for e in self.entries}
@@ -69,9 +79,12 @@ def gc_paused() -> Iterator[None]:
 def _snapshot(groups: list[tuple[str, list[Path]]]) -> tuple[str, dict[Path, bytes | None]]:
     """(content hash, the bytes hashed). The entries are then parsed from these same bytes, so a
     file edited while kb reads it can never leave a cache whose name promises other content."""
+    import hashlib  # here, not at the top: a settled knowledge base is found without it
+
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{__version__}/{_CACHE_FORMAT}".encode())
-    h.update(Path(__file__).with_name("schema.json").read_bytes())
+    with open(_SCHEMA, "rb") as fh:
+        h.update(fh.read())
     data: dict[Path, bytes | None] = {}
     for tag, files in groups:
         for f in files:
@@ -88,41 +101,44 @@ def _snapshot(groups: list[tuple[str, list[Path]]]) -> tuple[str, dict[Path, byt
 SETTLED_S = 2.0  # a file changed more recently than this may change again within one clock tick
 
 
-def _stat_key(groups: list[tuple[str, list[Path]]]) -> str | None:
-    """A hash of what stat says of every file (and of the list of files), or None when it cannot
-    stand for their content: a file that cannot be stat'ed, or one changed in the last
-    SETTLED_S seconds, which a write in the same clock tick could change again without any
-    field changing. Every write sets a file's ctime to the current time, which users cannot set
-    back, so a settled file with the same stat has the same bytes (what git's index relies on)."""
+def _stat_key(groups: list[tuple[str, list[str]]]) -> tuple[str, str] | None:
+    """(key file name, what stat says of every file), or None when stat cannot stand for the
+    files' content: a file that cannot be stat'ed, or one changed in the last SETTLED_S seconds,
+    which a write in the same clock tick could change again without any field changing. Every
+    write sets a file's ctime to the current time, which users cannot set back, so a settled
+    file whose size, times and inode are unchanged has the same bytes (git's index relies on
+    the same). The name is a CRC of the file list (one key file per configuration); the key
+    file holds the whole description, which must match to the byte, so no hash is needed."""
     import time
+    from zlib import crc32
 
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{__version__}/{_CACHE_FORMAT}".encode())
+    lines = [f"{__version__}/{_CACHE_FORMAT}"]
     newest = 0
-    for tag, files in [("s", [Path(__file__).with_name("schema.json")]), *groups]:
+    for tag, files in [("s", [_SCHEMA]), *groups]:
         for f in files:
             try:
                 st = os.stat(f)
             except OSError:
                 return None
             newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-            h.update(
-                f"\0{tag}\0{f}\0{st.st_size}/{st.st_mtime_ns}/{st.st_ctime_ns}/{st.st_ino}".encode()
-            )
+            lines.append(f"{tag} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {f}")
     if newest > time.time_ns() - int(SETTLED_S * 1e9):
         return None
-    return h.hexdigest()
+    names = "\n".join(line.split(" ", 5)[-1] for line in lines[1:])
+    return f"entries-{crc32(names.encode('utf-8', 'surrogateescape')):08x}.key", "\n".join(lines)
 
 
-def _read_pointer(path: Path) -> str:
+def _read_pointer(path: str, described: str) -> str:
+    """The content hash the key file recorded for exactly these files, else ''."""
     try:
-        with open(path, encoding="ascii") as fh:
-            return fh.read(64).strip()
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            digest, _, seen = fh.read().partition("\n")
     except (OSError, ValueError):
         return ""
+    return digest if seen == described and len(digest) == 32 else ""
 
 
-def _unpickle(cache: Path, digest: str) -> KnowledgeBase | None:
+def _unpickle(cache: str | Path, digest: str) -> KnowledgeBase | None:
     try:
         with open(cache, "rb") as fh, gc_paused():
             kb = pickle.load(fh)
@@ -145,38 +161,46 @@ def _unpickle(cache: Path, digest: str) -> KnowledgeBase | None:
 def load(
     kb_dirs: list[str] | None = None, bundled: list[Path] | None = None, use_cache: bool = True
 ) -> KnowledgeBase:
-    """Load the bundled entries plus the user's folders (--kb-dir, KB_PATH)."""
-    bundled = bundled if bundled is not None else [paths.bundled_entries_dir()]
-    local = paths.user_entry_dirs(kb_dirs)
-    ev_dir = paths.evidence_dir()
+    """Load the bundled entries plus the user's folders (--kb-dir, KB_PATH).
+
+    Until the cache is found, names are plain strings (paths' *_folder and *_names forms): a
+    lookup that finds it never imports pathlib."""
+    bundled_names = (
+        [os.fspath(b) for b in bundled] if bundled is not None else [paths.bundled_entries_folder()]
+    )
+    local_names = paths.user_entry_folders(kb_dirs)
+    ev_name = paths.evidence_folder()
     for attempt in range(10):
-        groups = [
-            ("b", entry_files(bundled)),
-            ("l", entry_files(local)),
-            ("e", evidence_files(ev_dir)),
+        names = [
+            ("b", entry_file_names(bundled_names)),
+            ("l", entry_file_names(local_names)),
+            ("e", evidence_file_names(ev_name)),
         ]
-        state = paths.state_dir()
-        stat_key = _stat_key(groups) if use_cache else None
+        state = paths.state_folder()
+        stat_key = _stat_key(names) if use_cache else None
         if stat_key:
-            seen = _read_pointer(state / f"entries-{stat_key}.key")
+            seen = _read_pointer(os.path.join(state, stat_key[0]), stat_key[1])
             if seen:
-                cached = _unpickle(state / f"entries-{seen}.pickle", seen)
+                cached = _unpickle(os.path.join(state, f"entries-{seen}.pickle"), seen)
                 if cached is not None:
                     return cached
+        from pathlib import Path
+
+        groups = [(tag, [Path(f) for f in files]) for tag, files in names]
         digest, data = _snapshot(groups)
-        cache = state / f"entries-{digest}.pickle"
+        cache = Path(state) / f"entries-{digest}.pickle"
         if use_cache:
             cached = _unpickle(cache, digest)
             if cached is not None:
                 if stat_key:
-                    _write_pointer(state / f"entries-{stat_key}.key", digest)
+                    _write_pointer(cache.with_name(stat_key[0]), f"{digest}\n{stat_key[1]}")
                 return cached
         # Only on a cache miss: YAML parsing and schema validation cost more than everything else.
         from .entries import load_dirs
         from .evidence import load_evidence
 
-        result = load_dirs(bundled, local, data)
-        kb = KnowledgeBase(result.entries, result.problems, load_evidence(ev_dir), digest)
+        result = load_dirs([Path(b) for b in bundled_names], [Path(d) for d in local_names], data)
+        kb = KnowledgeBase(result.entries, result.problems, load_evidence(Path(ev_name)), digest)
         if not result.unsettled:
             break
         # A broken file that was modified just now is probably being written (an editor or a
@@ -188,9 +212,13 @@ def load(
     else:
         return kb
     if use_cache:
+        from .match import file_signatures
+
+        with gc_paused():
+            kb.signature_tables = file_signatures(kb.entries)
         problem = _write_cache(cache, kb)
         if not problem and stat_key:
-            _write_pointer(state / f"entries-{stat_key}.key", digest)
+            _write_pointer(cache.with_name(stat_key[0]), f"{digest}\n{stat_key[1]}")
         if problem:
             kb.warnings = [
                 f"cannot write kb's cache in {cache.parent} ({problem}); lookups still "
@@ -202,11 +230,11 @@ def load(
 STALE_DAYS = 14  # caches of other configurations are left alone until unused this long
 
 
-def _write_pointer(path: Path, digest: str) -> None:
+def _write_pointer(path: Path, text: str) -> None:
     """Best effort: without it the next lookup only reads and hashes the files again."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        tmp.write_text(digest, encoding="ascii")
+        tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)
@@ -226,7 +254,8 @@ def _write_cache(cache: Path, kb: KnowledgeBase) -> str | None:
         os.replace(tmp, cache)  # atomic: a concurrent reader sees the old file or the new one
     except OSError as e:
         if tmp:
-            Path(tmp).unlink(missing_ok=True)
+            with suppress(OSError):
+                os.unlink(tmp)
         return e.strerror or str(e)
     # Another configuration (other KB_PATH, other checkout) may share this folder: only caches
     # nobody has used for a long time are removed.

@@ -41,6 +41,9 @@ _GENERIC_HEAD = re.compile(
 )
 
 
+Pair = tuple[Entry, Signature]
+
+
 @record(frozen=True)
 class Hit:
     entry: Entry
@@ -52,45 +55,64 @@ class Hit:
     partial: bool = False  # cut-off line or caseless retyping: a lower-confidence hit
 
 
-Pair = tuple[Entry, Signature]
+@record(frozen=True)
+class Tables:
+    """Where each signature is filed: what SignatureIndex is built from. Worked out once per
+    knowledge base and kept in its cache (kb.knowledge), so a cold lookup does not redo it."""
+
+    pairs: list[Pair]  # every (entry, signature), in the knowledge base's order
+    by_word: dict[str, list[Pair]]
+    by_word_ci: dict[str, list[Pair]]
+    always: list[Pair]  # no literal to file them by: tried on every candidate line
+    caseless: dict[str, list[Pair]]  # fallback: long case-sensitive literals, by word
+
+
+def file_signatures(entries: Iterable[Entry]) -> Tables:
+    """Each signature filed under the rarest word of its required literal (or of each of its
+    alternatives), across the whole knowledge base."""
+    pairs = [(e, s) for e in entries for s in e.signatures]
+    freq: Counter[tuple[bool, str]] = Counter()
+    keyed: list[tuple[Entry, Signature, list[str]]] = []
+    for e, s in pairs:
+        words = list(s.words) if s.words or not s.literal else key_words(s.literal)
+        keyed.append((e, s, words))
+        freq.update({(s.ignore_case, w) for w in words})
+    t = Tables(pairs, {}, {}, [], {})
+    for e, s, words in keyed:
+        table = t.by_word_ci if s.ignore_case else t.by_word
+        if not words:
+            alt_words = (
+                [list(ws) for ws in s.any_words]
+                if len(s.any_words) == len(s.any_of)
+                else [key_words(a) for a in s.any_of]
+            )
+            if not alt_words or not all(alt_words):
+                t.always.append((e, s))
+                continue
+            # One of the alternatives is in every matching line: file under each one's word.
+            for ws in alt_words:
+                key = min(ws, key=lambda w: (freq[(s.ignore_case, w)], -len(w)))
+                table.setdefault(key, []).append((e, s))
+            continue
+        key = min(words, key=lambda w: (freq[(s.ignore_case, w)], -len(w)))
+        table.setdefault(key, []).append((e, s))
+        if not s.ignore_case and len(s.literal) >= CASELESS_MIN_LITERAL:
+            t.caseless.setdefault(key.lower(), []).append((e, s))
+    return t
 
 
 class SignatureIndex:
-    def __init__(self, entries: Iterable[Entry]):
-        entries = list(entries)
-        pairs = [(e, s) for e in entries for s in e.signatures]
+    def __init__(self, entries: Iterable[Entry], tables: Tables | None = None):
+        """`tables`: file_signatures(entries) made earlier (the knowledge base's cache keeps
+        them); the index only reads them, so many indexes can share one."""
+        t = tables if tables is not None else file_signatures(entries)
+        pairs = t.pairs
         # Rank of each (entry, signature): ties between hits are broken by it, never by hashing.
         self.order: dict[tuple[str, str], int] = {(e.id, s.id): i for i, (e, s) in enumerate(pairs)}
-        freq: Counter[tuple[bool, str]] = Counter()
-        keyed: list[tuple[Entry, Signature, list[str]]] = []
-        for e, s in pairs:
-            words = list(s.words) if s.words or not s.literal else key_words(s.literal)
-            keyed.append((e, s, words))
-            freq.update({(s.ignore_case, w) for w in words})
-        self.by_word: dict[str, list[Pair]] = {}
-        self.by_word_ci: dict[str, list[Pair]] = {}
-        self.always: list[Pair] = []
-        self.caseless: dict[str, list[Pair]] = {}  # fallback: long case-sensitive literals, by word
-        for e, s, words in keyed:
-            table = self.by_word_ci if s.ignore_case else self.by_word
-            if not words:
-                alt_words = (
-                    [list(ws) for ws in s.any_words]
-                    if len(s.any_words) == len(s.any_of)
-                    else [key_words(a) for a in s.any_of]
-                )
-                if not alt_words or not all(alt_words):
-                    self.always.append((e, s))
-                    continue
-                # One of the alternatives is in every matching line: file under each one's word.
-                for ws in alt_words:
-                    key = min(ws, key=lambda w: (freq[(s.ignore_case, w)], -len(w)))
-                    table.setdefault(key, []).append((e, s))
-                continue
-            key = min(words, key=lambda w: (freq[(s.ignore_case, w)], -len(w)))
-            table.setdefault(key, []).append((e, s))
-            if not s.ignore_case and len(s.literal) >= CASELESS_MIN_LITERAL:
-                self.caseless.setdefault(key.lower(), []).append((e, s))
+        self.by_word = t.by_word
+        self.by_word_ci = t.by_word_ci
+        self.always = t.always
+        self.caseless = t.caseless
         self._pairs = pairs
         self._cuts: dict[str, list[tuple[Entry, Signature, str]]] | None = None
         self._compiled: dict[tuple[str, bool, bool], Any] = {}

@@ -166,6 +166,53 @@ class Entry:
                 return s
         return None
 
+    # Pickled (kb's entry cache) in two parts: what every lookup reads (ids, codes, signatures)
+    # as objects, and the sections only a shown entry needs (_DETAILS) as one nested pickle,
+    # unpickled when one of them is first read. A cold lookup then makes a tenth of the objects.
+    def __reduce__(self) -> tuple[Any, ...]:
+        import pickle
+
+        d = self.__dict__
+        details = d.get("_details")
+        if details is None:
+            details = pickle.dumps(tuple(d[n] for n in _DETAILS), protocol=pickle.HIGHEST_PROTOCOL)
+        return (_entry_from_cache, (tuple(d[n] for n in _SUMMARY), details))
+
+    def __getattr__(self, name: str) -> Any:  # only for a name not (yet) in __dict__
+        d = self.__dict__
+        details = d.get("_details")
+        if details is None or name not in _DETAILS:
+            raise AttributeError(f"'Entry' object has no attribute {name!r}")
+        import pickle
+
+        for n, value in zip(_DETAILS, pickle.loads(details)):
+            d.setdefault(n, value)  # another thread may have got here first: keep its objects
+        d.pop("_details", None)
+        return d[name]
+
+
+_DETAILS = (
+    "summary",
+    "causes",
+    "diagnostics",
+    "fixes",
+    "examples_match",
+    "examples_no_match",
+    "references",
+    "repro",
+    "fix_check",
+    "not_reproducible",
+)
+_SUMMARY = tuple(n for n in fields(Entry) if n not in _DETAILS)
+
+
+def _entry_from_cache(summary: tuple[Any, ...], details: bytes) -> Entry:
+    entry = object.__new__(Entry)
+    d = entry.__dict__
+    d.update(zip(_SUMMARY, summary))
+    d["_details"] = details
+    return entry
+
 
 @record(frozen=True)
 class Problem:

@@ -11,7 +11,8 @@ importing this module costs nothing. Type checkers see dataclass semantics throu
 `dataclass_transform`.
 
 Instances keep their fields in __dict__, so pickle (the knowledge base cache) stores and restores
-them without calling __init__ or __setattr__, as it does for dataclasses.
+them without calling __init__ or __setattr__, as it does for dataclasses; a record may pickle
+itself otherwise (kb.model.Entry does).
 """
 
 from __future__ import annotations
@@ -86,14 +87,14 @@ def _init(self, *args: Any, **kwargs: Any) -> None:
         post_init()
 
 
+# Fields are read with getattr, not from __dict__: a record may load some fields on first read
+# (kb.model.Entry's details).
 def _values(self: Any) -> tuple[Any, ...]:
-    d = self.__dict__
-    return tuple(d[name] for name in type(self).__record_fields__)
+    return tuple(getattr(self, name) for name in type(self).__record_fields__)
 
 
 def _repr(self: Any) -> str:
-    d = self.__dict__
-    inner = ", ".join(f"{name}={d[name]!r}" for name in type(self).__record_fields__)
+    inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in type(self).__record_fields__)
     return f"{type(self).__qualname__}({inner})"
 
 
@@ -136,10 +137,10 @@ def record(cls: Any = None, /, *, frozen: bool = False) -> Any:
             if name not in names:
                 names.append(name)
             if name in cls.__dict__:
-                value = cls.__dict__[name]
-                defaults[name] = value
-                if isinstance(value, _Factory):
-                    delattr(cls, name)
+                # The default moves to the field table: a class attribute would answer for an
+                # instance whose field is not loaded yet (kb.model.Entry's details).
+                defaults[name] = cls.__dict__[name]
+                delattr(cls, name)
             elif defaults:
                 # As for dataclasses: once a field has a default, every later one needs one.
                 raise TypeError(f"{cls.__name__}: non-default field {name!r} after a default")
@@ -172,7 +173,7 @@ def fields(obj: Any) -> tuple[str, ...]:
 def replace(obj: R, **changes: Any) -> R:
     """A copy of the record with some fields changed (its __post_init__ runs again)."""
     cls = type(obj)
-    values = {name: obj.__dict__[name] for name in fields(cls)}
+    values = {name: getattr(obj, name) for name in fields(cls)}
     values.update(changes)
     return cls(**values)
 
@@ -181,7 +182,7 @@ def asdict(obj: Any) -> Any:
     """A record as a dict of plain values, records nested in fields, lists, tuples and dicts
     turned into dicts too (the JSON shape of a record)."""
     if hasattr(type(obj), "__record_fields__"):
-        return {name: asdict(obj.__dict__[name]) for name in type(obj).__record_fields__}
+        return {name: asdict(getattr(obj, name)) for name in type(obj).__record_fields__}
     if isinstance(obj, (list, tuple)):
         return type(obj)(asdict(v) for v in obj)
     if isinstance(obj, dict):

@@ -113,8 +113,8 @@ def records(monkeypatch, tmp_path):
             reproduced_runs=0,
         ),
     )
-    monkeypatch.setattr(kb.paths, "bundled_entries_dir", lambda: FIXTURES)
-    monkeypatch.setattr(kb.paths, "evidence_dir", lambda: root)
+    monkeypatch.setattr(kb.paths, "bundled_entries_folder", lambda: str(FIXTURES))
+    monkeypatch.setattr(kb.paths, "evidence_folder", lambda: str(root))
     monkeypatch.setenv("COLUMNS", "220")
     return root
 
@@ -147,8 +147,8 @@ def test_kb_list_has_a_column_per_gpu_kind(records, capsys):
 
 
 def test_kb_list_without_any_record_has_one_verification_column(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(kb.paths, "bundled_entries_dir", lambda: FIXTURES)
-    monkeypatch.setattr(kb.paths, "evidence_dir", lambda: tmp_path / "none")
+    monkeypatch.setattr(kb.paths, "bundled_entries_folder", lambda: str(FIXTURES))
+    monkeypatch.setattr(kb.paths, "evidence_folder", lambda: str(tmp_path / "none"))
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[3] == "verification"

@@ -55,6 +55,7 @@ def test_default_factories_are_fresh_and_post_init_runs():
     assert Bag("c").items == [] and Bag("c").items is not Bag("c").items
     assert b.seen == {"b": 2} and a.seen == {"a": 0}
     assert "items" not in Bag.__dict__  # the factory marker is not left as a class attribute
+    assert "y" not in Point.__dict__  # nor a plain default (it lives in the field table)
 
 
 def test_equality_hash_and_repr():
@@ -125,3 +126,14 @@ def test_importing_records_does_not_import_dataclasses_or_typing():
     code = "import sys, kb.record, kb.model; print(sorted({'dataclasses', 'inspect', 'typing'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_entries_from_the_cache_load_their_details_on_first_read(kb_bundled):
+    """kb.model.Entry pickles its details apart; every field reads back equal, defaults too."""
+    for e in kb_bundled.entries:
+        back = pickle.loads(pickle.dumps(e, protocol=pickle.HIGHEST_PROTOCOL))
+        assert "_details" in back.__dict__
+        assert (back.repro is None) == (e.repro is None)  # a default, not shadowed by the class
+        assert back == e and "_details" not in back.__dict__
+        again = pickle.loads(pickle.dumps(back))
+        assert again.fixes == e.fixes and again.fix_check == e.fix_check

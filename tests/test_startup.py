@@ -13,7 +13,7 @@ import pytest
 from _repo import REPO
 
 from kb import paths
-from kb.cli import _COMMANDS, build_parser
+from kb.cli import _COMMANDS, build_parser, plain_lookup
 from kb.knowledge import gc_paused
 
 MSG = "CUDA error: an illegal memory access was encountered"
@@ -25,6 +25,38 @@ def _subcommands(parser) -> set[str]:
         for action in parser._subparsers._group_actions  # argparse keeps them here
         for name in action.choices
     }
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lookup", MSG],
+        ["lookup", "RuntimeError:", "CUDA", "error"],
+        ["lookup", "train.log", "rank1.log"],
+        ["lookup", ""],
+        ["lookup", "a --json b"],  # one word that holds an option's name is still text
+    ],
+)
+def test_a_plain_lookup_reads_as_argparse_reads_it(argv):
+    fast = plain_lookup(argv)
+    assert fast is not None
+    assert vars(fast) == vars(build_parser(only="lookup").parse_args(argv))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lookup"],
+        ["lookup", "--json", MSG],
+        ["lookup", "-"],
+        ["lookup", MSG, "--top", "1"],
+        ["show", "cuda-oom"],
+        ["lookup", "--", "-x"],
+        [],
+    ],
+)
+def test_anything_else_goes_through_argparse(argv):
+    assert plain_lookup(argv) is None
 
 
 def test_only_the_command_given_is_built():
@@ -40,7 +72,7 @@ def test_a_one_line_lookup_loads_no_module_it_does_not_use(tmp_path):
         "from kb.cli import main\n"
         f"rc = main(['lookup', {MSG!r}])\n"
         "unwanted = ('platformdirs', 'tempfile', 'kb.evidence_summary', 'yaml', 'rich',\n"
-        "            'dataclasses', 'inspect', 'typing')\n"
+        "            'dataclasses', 'inspect', 'typing', 'argparse', 'hashlib', 'gzip', 'threading')\n"
         "print('LOADED', [m for m in unwanted if m in sys.modules], rc)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "KB_HOME"}

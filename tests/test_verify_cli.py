@@ -27,8 +27,8 @@ ALL_FAKES = [
 @pytest.fixture(autouse=True)
 def fake_world(monkeypatch, tmp_path):
     """The fixtures are the bundled knowledge base; no GPU, no torch, no evidence yet."""
-    monkeypatch.setattr(kb.paths, "bundled_entries_dir", lambda: FIXTURES)
-    monkeypatch.setattr(kb.paths, "evidence_dir", lambda: tmp_path / "no-evidence")
+    monkeypatch.setattr(kb.paths, "bundled_entries_folder", lambda: str(FIXTURES))
+    monkeypatch.setattr(kb.paths, "evidence_folder", lambda: str(tmp_path / "no-evidence"))
     monkeypatch.setattr(kb.gpu, "inspect", lambda: (None, "test: no NVML"))
     monkeypatch.setattr(
         kb.verify, "probe_torch", lambda python, timeout=120.0: ("", "", "no torch here")

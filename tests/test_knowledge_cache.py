@@ -1,0 +1,95 @@
+"""The entry cache's freshness: a settled knowledge base is found by what stat says of its files
+(no file read, nothing hashed), and any change to a file, even one that keeps its size and its
+modification time, is seen on the next load."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kb import knowledge, paths
+from kb.knowledge import load
+
+REPO = Path(__file__).resolve().parents[1]
+GOOD = (REPO / "tests" / "fixtures" / "good_entry.yaml").read_text()
+SETTLE = 0.05  # the test's stand-in for SETTLED_S: long enough for any clock tick, short to wait
+
+
+@pytest.fixture
+def local(tmp_path, monkeypatch):
+    d = tmp_path / "mine" / "local"
+    d.mkdir(parents=True)
+    f = d / "good-entry.yaml"
+    f.write_text(GOOD)
+    monkeypatch.setattr(knowledge, "SETTLED_S", SETTLE)
+    return f
+
+
+def _settle() -> None:
+    time.sleep(SETTLE * 3)
+
+
+def _keys() -> list[Path]:
+    return sorted(paths.state_dir().glob("entries-*.key"))
+
+
+def _title(kb) -> str:
+    return kb.get("good-entry").title
+
+
+def test_a_settled_knowledge_base_loads_without_reading_its_files(local, monkeypatch):
+    _settle()
+    first = load([str(local.parent.parent)])
+    assert len(_keys()) == 1
+    monkeypatch.setattr(knowledge, "_snapshot", lambda groups: pytest.fail("files re-read"))
+    again = load([str(local.parent.parent)])
+    assert _title(again) == _title(first) and again.content_hash == first.content_hash
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_still_seen(local, monkeypatch):
+    _settle()
+    before = load([str(local.parent.parent)])
+    st = local.stat()
+    title = _title(before)
+    changed = title[:-1] + ("X" if title[-1] != "X" else "Y")  # same length
+    local.write_text(GOOD.replace(title, changed))
+    os.utime(local, ns=(st.st_atime_ns, st.st_mtime_ns))  # as `touch -r` or a copy tool would
+    assert local.stat().st_size == st.st_size and local.stat().st_mtime_ns == st.st_mtime_ns
+    assert _title(load([str(local.parent.parent)])) == changed  # unsettled: read and hashed
+    _settle()
+    assert _title(load([str(local.parent.parent)])) == changed  # settled: a new stat key
+
+
+def test_files_changed_just_now_are_read_and_no_key_is_written(local, monkeypatch):
+    monkeypatch.setattr(knowledge, "SETTLED_S", 3600.0)  # everything counts as just changed
+    kb = load([str(local.parent.parent)])
+    assert _title(kb) and _keys() == []
+
+
+def test_a_key_pointing_at_a_missing_or_foreign_cache_falls_back(local):
+    _settle()
+    kb = load([str(local.parent.parent)])
+    (key,) = _keys()
+    cache = paths.state_dir() / f"entries-{kb.content_hash}.pickle"
+    cache.unlink()
+    assert _title(load([str(local.parent.parent)])) == _title(kb)  # rebuilt from the files
+    described = key.read_text().partition("\n")[2]
+    key.write_text("0" * 32 + "\n" + described)  # names a cache that is not there
+    assert _title(load([str(local.parent.parent)])) == _title(kb)
+    assert key.read_text() == f"{kb.content_hash}\n{described}"  # and the key is put right
+
+
+def test_a_key_describing_other_files_is_not_trusted(local, monkeypatch):
+    _settle()
+    kb = load([str(local.parent.parent)])
+    (key,) = _keys()
+    digest, _, described = key.read_text().partition("\n")
+    key.write_text(digest + "\n" + described.replace(" ", "  ", 1))  # one field off
+    hashed = []
+    real = knowledge._snapshot
+    monkeypatch.setattr(knowledge, "_snapshot", lambda groups: hashed.append(1) or real(groups))
+    assert _title(load([str(local.parent.parent)])) == _title(kb)
+    assert hashed  # the files were read and hashed: the key was not trusted
