@@ -128,20 +128,36 @@ def _stat_key(groups: list[tuple[str, list[str]]]) -> tuple[str, str] | None:
     return f"entries-{crc32(names.encode('utf-8', 'surrogateescape')):08x}.key", "\n".join(lines)
 
 
+def _mark_used(fd: int) -> None:
+    """Clean-up removes caches nobody used for STALE_DAYS, judged by their mtime: a cache read
+    every day but written long ago must not look unused. Touched at most once a day."""
+    import time
+
+    try:
+        if os.fstat(fd).st_mtime < time.time() - 86400:
+            os.utime(fd)
+    except (OSError, NotImplementedError):  # read-only folder, or no utime on an fd here
+        pass
+
+
 def _read_pointer(path: str, described: str) -> str:
     """The content hash the key file recorded for exactly these files, else ''."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as fh:
             digest, _, seen = fh.read().partition("\n")
+            if seen == described and len(digest) == 32:
+                _mark_used(fh.fileno())
+                return digest
     except (OSError, ValueError):
-        return ""
-    return digest if seen == described and len(digest) == 32 else ""
+        pass
+    return ""
 
 
 def _unpickle(cache: str | Path, digest: str) -> KnowledgeBase | None:
     try:
         with open(cache, "rb") as fh, gc_paused():
             kb = pickle.load(fh)
+            _mark_used(fh.fileno())
     except (
         OSError,
         pickle.UnpicklingError,

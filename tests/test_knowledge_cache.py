@@ -93,3 +93,22 @@ def test_a_key_describing_other_files_is_not_trusted(local, monkeypatch):
     monkeypatch.setattr(knowledge, "_snapshot", lambda groups: hashed.append(1) or real(groups))
     assert _title(load([str(local.parent.parent)])) == _title(kb)
     assert hashed  # the files were read and hashed: the key was not trusted
+
+
+def test_a_cache_in_use_never_looks_unused_to_another_configurations_clean_up(local):
+    """Clean-up (on any configuration's cache miss) removes caches not used for STALE_DAYS, by
+    mtime; reading a cache marks it used, so a long-lived cache that is read every day stays."""
+    _settle()
+    kb = load([str(local.parent.parent)])
+    (key,) = _keys()
+    cache = paths.state_dir() / f"entries-{kb.content_hash}.pickle"
+    month_ago = time.time() - 30 * 86400
+    for f in (key, cache):
+        os.utime(f, (month_ago, month_ago))
+    load([str(local.parent.parent)])  # a hit through the key file
+    assert key.stat().st_mtime > month_ago + 86400 and cache.stat().st_mtime > month_ago + 86400
+    other = local.parent.parent.parent / "other" / "local"
+    other.mkdir(parents=True)
+    (other / "other-entry.yaml").write_text(GOOD.replace("good-entry", "other-entry"))
+    load([str(other.parent)])  # another configuration's miss runs the clean-up
+    assert key.exists() and cache.exists()
