@@ -18,7 +18,7 @@ from _thread import RLock, allocate_lock  # threading's own locks, without impor
 from collections.abc import Iterable
 
 from .diagnose import Finding, diagnose
-from .extract import Scan, iter_chunks, scan, scan_text
+from .extract import TAIL_BYTES, Scan, iter_chunks, scan, scan_text
 from .facts import Facts, extract_facts
 from .knowledge import KnowledgeBase, gc_paused, load
 from .match import Hit, SignatureIndex
@@ -54,6 +54,7 @@ class LookupResult:
     binary: bool = False
     dropped: int = 0  # candidate lines the bounded window did not keep (said, never silent)
     warnings: list[str] = field(default_factory=list)
+    skimmed: int = 0  # lines of a long log's middle searched only for error lines (said too)
 
     @property
     def best(self) -> Match | None:
@@ -199,6 +200,12 @@ class Engine:
                 f"{s.dropped} candidate line(s) between the first and last part of the "
                 f"log were not examined"
             )
+        if s.skimmed:
+            warnings.append(
+                f"{s.skimmed} line(s) in the middle of this long log were searched only for "
+                f"error lines (Error:, Exception:, FAILED...); its start and its last "
+                f"{TAIL_BYTES >> 20} MiB were read in full"
+            )
         return LookupResult(
             matches[:top],
             facts,
@@ -209,6 +216,7 @@ class Engine:
             s.binary,
             s.dropped,
             warnings,
+            s.skimmed,
         )
 
     def _suggest(self, s: Scan, top: int) -> list[Match]:

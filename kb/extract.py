@@ -1,10 +1,11 @@
 """Log text -> the lines that can hold an error, cleaned of the noise real logs carry.
 
-Streaming and bounded: input comes as byte chunks; each chunk is lowercased once and searched for
-a handful of trigger words with bytes.find (memchr-fast), so a line without one costs nothing
-in Python. Only the first and last candidate lines are kept (root errors come early, summaries
-late), repeated lines are folded into one with a count, and a giant line is cut into pieces, so
-memory stays bounded whatever the input.
+Streaming and bounded: input comes as byte chunks, searched for a handful of trigger words in
+one pass (Hyperscan; bytes.find without it), so a line without one costs nothing in Python. Only
+the first and last candidate lines are kept (root errors come early, summaries late), repeated
+lines are folded into one with a count, and a giant line is cut into pieces, so memory stays
+bounded whatever the input. The middle of a long log is skimmed: searched only for
+error-looking lines, with no Python per line (see scan).
 """
 
 from __future__ import annotations
@@ -192,6 +193,7 @@ class Scan:
     total_bytes: int
     dropped: int  # candidate lines between head and tail that were not kept
     binary: bool  # the input looked like binary data, not a log
+    skimmed: int = 0  # lines of a long log's middle searched only for error-looking lines
 
 
 def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
@@ -306,32 +308,36 @@ _ERRORISH = re.compile(
 _ERRORISH_TEXT = re.compile(_ERRORISH.pattern.decode())
 
 
-def _hyperscan_db():
-    """A Hyperscan database of the triggers (caseless), or None where Hyperscan is not installed
-    (it is an x86-64 Linux dependency) or disabled with KB_NO_HYPERSCAN=1."""
-    global _HS_DB
-    if _HS_DB is False:
+def _hyperscan_db(kind: str = "triggers"):
+    """A Hyperscan database of the trigger words (caseless) or of _ERRORISH ("errorish"), or None
+    where Hyperscan is not installed (it is an x86-64 Linux dependency) or disabled with
+    KB_NO_HYPERSCAN=1."""
+    if kind not in _HS_DBS:
         import os
 
-        _HS_DB = None
+        _HS_DBS[kind] = None
         if not os.environ.get("KB_NO_HYPERSCAN"):
             try:
                 import hyperscan
 
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                words = TRIGGERS + EXACT_TRIGGERS
-                db.compile(
-                    expressions=[re.escape(t.decode()).encode() for t in words],
-                    ids=list(range(len(words))),
-                    flags=[hyperscan.HS_FLAG_CASELESS] * len(TRIGGERS) + [0] * len(EXACT_TRIGGERS),
-                )
-                _HS_DB = db
+                if kind == "errorish":
+                    db.compile(expressions=[_ERRORISH.pattern], ids=[0], flags=[0])
+                else:
+                    words = TRIGGERS + EXACT_TRIGGERS
+                    db.compile(
+                        expressions=[re.escape(t.decode()).encode() for t in words],
+                        ids=list(range(len(words))),
+                        flags=[hyperscan.HS_FLAG_CASELESS] * len(TRIGGERS)
+                        + [0] * len(EXACT_TRIGGERS),
+                    )
+                _HS_DBS[kind] = db
             except Exception:  # no wheel for this platform, or a CPU without SSSE3
-                _HS_DB = None
-    return _HS_DB
+                pass
+    return _HS_DBS[kind]
 
 
-_HS_DB = False
+_HS_DBS: dict[str, object] = {}
 HYPERSCAN_MIN = 1 << 20  # below this, lower() + find is faster than calling into Hyperscan
 
 
@@ -371,35 +377,90 @@ def _candidate_lines(body: bytes, offs: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+TAIL_BYTES = 2 * CHUNK  # the end of a log read in full, whatever its size (see scan)
+HEAD_BYTES = 2 * CHUNK  # at most this much of the start read in full waiting for the head to fill
+
+
 def scan(chunks: Iterable[bytes]) -> Scan:
+    """The candidate lines of a log. Its start is read in full until the head window is full
+    (or HEAD_BYTES have been read), and so is its last TAIL_BYTES, kept back until the input
+    ends; what lies between is skimmed: searched for error-looking lines only (Hyperscan over the
+    bytes and a newline count, no Python per line), the earliest KEEP_MIDDLE of which are kept.
+    How many lines were skimmed is reported (Scan.skimmed), never hidden.
+
+    Each chunk is used in place, as (chunk, start, end) spans of complete lines: only the line
+    cut by a chunk's end is copied (with the start of the next chunk), so a byte of the
+    skimmed middle is never copied at all."""
     win = _Window()
-    line_no = 0  # newlines before the start of the current body
+    line_no = 0  # newlines before the start of the current span (or of the oldest one held)
     total = 0
     carry = b""
     skip = 0  # leading bytes of carry whose triggers were handled already (a giant line goes on)
     binary = None
+    held: deque[tuple[bytes, int, int]] = deque()  # spans kept back: the last TAIL_BYTES or more
+    held_bytes = 0
+    skimmed = 0
+    head_read = 0  # bytes of the start read in full
+
+    def read_held() -> None:
+        # As one body: a line's continuation (a hard wrap, an OOM message's figures, torchrun's
+        # summary) is read with it across the seams between spans.
+        nonlocal line_no, held_bytes
+        if held:
+            line_no = _scan_body(b"".join(d[a:b] for d, a, b in held), line_no, win)
+            held.clear()
+        held_bytes = 0
+
+    def hold(data: bytes, a: int, b: int) -> None:
+        """Complete lines data[a:b] held back: read in full if they turn out to be among the
+        last TAIL_BYTES, skimmed when newer ones push them out."""
+        nonlocal line_no, held_bytes, skimmed
+        held.append((data, a, b))
+        held_bytes += b - a
+        while held_bytes - (held[0][2] - held[0][1]) >= TAIL_BYTES:
+            old, oa, ob = held.popleft()
+            held_bytes -= ob - oa
+            line_no, n = _skim(old, oa, ob, line_no, win)
+            skimmed += n
+
     for chunk in chunks:
         total += len(chunk)
         if binary is None:
             binary = _looks_binary(chunk)
-        buf = carry + chunk if carry else chunk
-        end = buf.rfind(b"\n") + 1
-        if end == 0 and len(buf) > MAX_LINE:
-            # A giant line: take the errors in what is here now, and carry the end on with enough
-            # context that a message across the cut is read whole next time.
-            cut = len(buf) - KEEP_LINE // 2
-            for a, b in _trigger_windows(buf, skip, cut):
-                win.add(line_no + 1, buf[a:b])
-            carry, skip = buf[cut - KEEP_LINE // 2 :], KEEP_LINE // 2
+        first = chunk.find(b"\n")
+        if first == -1:
+            buf = carry + chunk if carry else chunk
+            if len(buf) > MAX_LINE:
+                # A giant line: take the errors in what is here now, and carry the end on with
+                # enough context that a message across the cut is read whole next time.
+                read_held()
+                cut = len(buf) - KEEP_LINE // 2
+                for a, b in _trigger_windows(buf, skip, cut):
+                    win.add(line_no + 1, buf[a:b])
+                carry, skip = buf[cut - KEEP_LINE // 2 :], KEEP_LINE // 2
+            else:
+                carry = buf
             continue
-        body, carry = buf[:end], buf[end:]
-        if body:
-            line_no = _scan_body(body, line_no, win, skip)
+        if skip or (not win.head_full and head_read < HEAD_BYTES):
+            buf = carry + chunk if carry else chunk
+            end = buf.rfind(b"\n") + 1
+            line_no = _scan_body(buf[:end], line_no, win, skip)
+            head_read += end
             skip = 0
+            carry = buf[end:]
+            continue
+        # The line the last chunk cut, finished here; then this chunk's own complete lines.
+        seam = carry + chunk[: first + 1] if carry else chunk[: first + 1]
+        hold(seam, 0, len(seam))
+        last = chunk.rfind(b"\n") + 1
+        if last > first + 1:
+            hold(chunk, first + 1, last)
+        carry = chunk[last:]
+    read_held()
     if carry:
         _scan_body(carry + b"\n", line_no, win, skip)
         line_no += 1
-    return Scan(win.lines(), line_no, total, win.dropped, bool(binary))
+    return Scan(win.lines(), line_no, total, win.dropped, bool(binary), skimmed)
 
 
 def _trigger_windows(data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -462,25 +523,79 @@ def fold_tail(keys: list[bytes], keep: int) -> tuple[int, dict[bytes, tuple[int,
     return j, {k: (at, counts[k]) for k, at in earliest.items()}
 
 
-def _keep_errorish(body: bytes, start: int, end: int, line_no: int, win: _Window) -> int:
-    """Keep the earliest error-looking lines of a region no window has room for; how many."""
+def _errorish_offsets(body: bytes, start: int, end: int) -> Iterable[int]:
+    """Offsets inside each error-looking line of body[start:end], in order (a line may come
+    more than once). Hyperscan for a big region (Python's re reads ~100 MB/s here)."""
+    db = _hyperscan_db("errorish") if end - start >= HYPERSCAN_MIN else None
+    if db is None:
+        return (m.start() for m in _ERRORISH.finditer(body, start, end))
+    return _hs_errorish(db, body, start, end)
+
+
+def _hs_errorish(db, body: bytes, start: int, end: int) -> list[int]:
+    offs: list[int] = []
+    add = offs.append
+    view = memoryview(body)[start:end]  # no copy
+    db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
+    offs.sort()
+    return offs
+
+
+def _keep_errorish(
+    body: bytes,
+    start: int,
+    end: int,
+    line_no: int,
+    win: _Window,
+    counted_from: int = 0,
+    offsets: Iterable[int] | None = None,
+) -> int:
+    """Keep the earliest error-looking lines of a region no window has room for; how many.
+    `line_no` is the number of lines before offset `counted_from` of body; `offsets`, when
+    given, are _errorish_offsets(body, start, end) found already."""
     kept = 0
     last = -1
-    n, prev = line_no, 0
+    n, prev = line_no, counted_from
     if win.middle_full:
         return 0
-    for m in _ERRORISH.finditer(body, start, end):
-        ls = body.rfind(b"\n", 0, m.start()) + 1
+    for pos in _errorish_offsets(body, start, end) if offsets is None else offsets:
+        ls = body.rfind(b"\n", 0, pos) + 1
         if ls == last:
             continue
         last = ls
-        le = body.find(b"\n", m.end())
+        le = body.find(b"\n", pos)
         n += body.count(b"\n", prev, ls)
         prev = ls
         kept += win.keep_middle(n + 1, body[ls : le if le != -1 else len(body)])
         if win.middle_full:
             break
     return kept
+
+
+def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tuple[int, int]:
+    """Lines data[start:end] in the middle of a long log, read only for error-looking lines
+    (kept while the middle has room): (the new line count, how many lines were read this way
+    and not kept). Hyperscan's search runs in a second thread (it releases the GIL) while this
+    one counts the lines: the two passes over the bytes take the time of one."""
+    db = None
+    if not win.middle_full and end - start >= HYPERSCAN_MIN:
+        db = _hyperscan_db("errorish")
+    if db is None:
+        lines = data.count(b"\n", start, end)
+        kept = _keep_errorish(data, start, end, line_no, win, counted_from=start)
+        return line_no + lines, lines - kept
+    import threading  # only for a log long enough to be skimmed
+
+    found: list[list[int]] = []
+    worker = threading.Thread(
+        target=lambda: found.append(_hs_errorish(db, data, start, end)), daemon=True
+    )
+    worker.start()
+    lines = data.count(b"\n", start, end)
+    worker.join()
+    offsets = found[0] if found else None  # None: the search failed there; it runs again here
+    kept = _keep_errorish(data, start, end, line_no, win, start, offsets)
+    return line_no + lines, lines - kept
 
 
 def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, skip: int) -> None:

@@ -153,6 +153,7 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) 
         sum(s.total_bytes for _, s in scans),
         sum(s.dropped for _, s in scans),
         any(s.binary for _, s in scans) and len(scans) == 1,
+        sum(s.skimmed for _, s in scans),
     )
     several = inputs.several
     job = analyze(engine, tagged, error_files=efs, dumps=dumps, several=several)

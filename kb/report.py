@@ -45,6 +45,7 @@ def result_dict(r: LookupResult) -> dict:
             "bytes": r.bytes_scanned,
             "binary": r.binary,
             "dropped": r.dropped,
+            "skimmed": r.skimmed,
         },
         "warnings": list(r.warnings),
     }

@@ -80,7 +80,7 @@ def test_streaming_matches_in_memory_over_chunk_boundaries():
 def test_both_scanners_give_the_same_lines(monkeypatch, no_hs):
     import kb.extract as ex
 
-    monkeypatch.setattr(ex, "_HS_DB", False)
+    monkeypatch.setattr(ex, "_HS_DBS", {})
     monkeypatch.setenv("KB_NO_HYPERSCAN", no_hs)
     data = (("Epoch 1 loss 0.1 ERROR-free\n" * 50000) + IMA + "\n").encode()
     s = ex.scan(iter_chunks(io.BytesIO(data)))
