@@ -442,6 +442,7 @@ def scan(chunks: Iterable[bytes]) -> Scan:
                 carry = buf
             continue
         if skip or (not win.head_full and head_read < HEAD_BYTES):
+            read_held()  # (none after the head; after a giant line, read already): in order
             buf = carry + chunk if carry else chunk
             end = buf.rfind(b"\n") + 1
             line_no = _scan_body(buf[:end], line_no, win, skip)

@@ -49,6 +49,14 @@ class KnowledgeBase:
         self.by_id = {e.id: e for e in self.entries}
         # An entry's earlier ids answer too (a renamed entry keeps its old id working).
         self.by_alias = {a: e for e in self.entries for a in e.aliases}
+        # Tables filed for other entries (a copy made with replace(kb, entries=...)) would
+        # answer for entries this knowledge base no longer has: they are dropped, and the engine
+        # files these entries itself. (Unpickling does not come here: the cache's tables fit.)
+        t = self.signature_tables
+        if t is not None:
+            have = [(id(e), id(s)) for e in self.entries for s in e.signatures]
+            if have != [(id(e), id(s)) for e, s in t.pairs]:
+                self.signature_tables = None
 
     def get(self, entry_id: str) -> Entry | None:
         return self.by_id.get(entry_id) or self.by_alias.get(entry_id)

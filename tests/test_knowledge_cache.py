@@ -112,3 +112,17 @@ def test_a_cache_in_use_never_looks_unused_to_another_configurations_clean_up(lo
     (other / "other-entry.yaml").write_text(GOOD.replace("good-entry", "other-entry"))
     load([str(other.parent)])  # another configuration's miss runs the clean-up
     assert key.exists() and cache.exists()
+
+
+def test_a_copy_with_other_entries_does_not_keep_the_cached_filing(local):
+    from kb import Engine, replace
+
+    _settle()
+    kb = load([str(local.parent.parent)])
+    assert kb.signature_tables is not None  # from the cache
+    same = replace(kb, warnings=["x"])
+    assert same.signature_tables is kb.signature_tables  # same entries: still fits
+    fewer = replace(kb, entries=[e for e in kb.entries if e.id != "good-entry"])
+    assert fewer.signature_tables is None
+    r = Engine(knowledge=fewer).lookup("Widget error: the widget exploded")
+    assert r.best is None or r.best.id != "good-entry"
