@@ -81,6 +81,19 @@ def diagnose_oom(o: OomFigures) -> Finding:
                 "batch size or use mixed precision / activation checkpointing."
             ],
         )
+    if o.requested is None and o.total is None and o.allocated is None and o.reserved is None:
+        # "CUDA out of memory." with nothing after it (cut logs, wrappers, other frameworks):
+        # which case this is cannot be read from the log, so the finding does not guess.
+        return Finding(
+            "oom",
+            "Out of memory, but the log prints no memory figures to tell which case it is.",
+            advice=[
+                "Print torch.cuda.memory_summary() where it fails (or read the full "
+                "torch.OutOfMemoryError text) and nvidia-smi for other processes, then reduce "
+                "the batch size or use mixed precision / activation checkpointing."
+            ],
+            entries=["cuda-oom"],
+        )
     if o.requested is not None:
         lines.append(_row("requested", human(o.requested)))
     if o.total is not None:

@@ -193,7 +193,13 @@ class Engine:
         if not matches and not unowned and fulltext and s.lines and not s.binary:
             suggestions = self._suggest(s, top)
         matches.sort(key=lambda m: -m.score)
-        findings = diagnose(facts, owners)
+        # A finding about an entry speaks only when that entry matched: "out of memory" in a
+        # line no signature claims (a retyped or garbled line, another framework) is no proof of
+        # a CUDA OOM. Findings tied to no entry (a CUDA code no entry owns) always speak.
+        named = {m.id for m in matches}
+        findings = [
+            f for f in diagnose(facts, owners) if not f.entries or named.intersection(f.entries)
+        ]
         warnings = self.warnings
         if s.dropped:
             warnings.append(

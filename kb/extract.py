@@ -93,6 +93,14 @@ TRIGGERS = (
     b"unexpected",
     b"incompatible",
     b"is required",
+    # The shell's signal reports under a non-English locale (glibc's translated strsignal text):
+    # zh_CN segfault, core dumped, abort, bus error, SIGFPE, illegal instruction, killed; de, fr.
+    *(
+        w.encode()
+        for w in ("段错误", "核心已转储", "已放弃", "总线错误", "浮点数例外", "非法指令", "已杀死")
+    ),
+    b"speicherzugriffsfehler",
+    b"erreur de segmentation",
 )
 EXACT_TRIGGERS = (b"CUDA",)
 
@@ -362,6 +370,13 @@ def _trigger_offsets(body: bytes) -> list[int]:
     return offs
 
 
+_NONBLANK_LINE = re.compile(rb"^[ \t\r]*[^\s]", re.M)
+
+
+def _line_starts(body: bytes) -> list[int]:
+    return [m.start() for m in _NONBLANK_LINE.finditer(body)]
+
+
 def _candidate_lines(body: bytes, offs: list[int]) -> list[tuple[int, int]]:
     """(start, end) of each line holding a trigger offset, once per line, in order."""
     out: list[tuple[int, int]] = []
@@ -381,7 +396,7 @@ TAIL_BYTES = 2 * CHUNK  # the end of a log read in full, whatever its size (see 
 HEAD_BYTES = 2 * CHUNK  # at most this much of the start read in full waiting for the head to fill
 
 
-def scan(chunks: Iterable[bytes]) -> Scan:
+def scan(chunks: Iterable[bytes], every_line: bool = False) -> Scan:
     """The candidate lines of a log. Its start is read in full until the head window is full
     (or HEAD_BYTES have been read), and so is its last TAIL_BYTES, kept back until the input
     ends; what lies between is skimmed: searched for error-looking lines only (Hyperscan over the
@@ -390,7 +405,10 @@ def scan(chunks: Iterable[bytes]) -> Scan:
 
     Each chunk is used in place, as (chunk, start, end) spans of complete lines: only the line
     cut by a chunk's end is copied (with the start of the next chunk), so a byte of the
-    skimmed middle is never copied at all."""
+    skimmed middle is never copied at all.
+
+    every_line: all non-blank lines of the start are candidates, not only those holding a
+    trigger word (for a short message, see scan_text)."""
     win = _Window()
     line_no = 0  # newlines before the start of the current span (or of the oldest one held)
     total = 0
@@ -445,7 +463,7 @@ def scan(chunks: Iterable[bytes]) -> Scan:
             read_held()  # (none after the head; after a giant line, read already): in order
             buf = carry + chunk if carry else chunk
             end = buf.rfind(b"\n") + 1
-            line_no = _scan_body(buf[:end], line_no, win, skip)
+            line_no = _scan_body(buf[:end], line_no, win, skip, every_line)
             head_read += end
             skip = 0
             carry = buf[end:]
@@ -487,9 +505,13 @@ def _trigger_windows(data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
     return out
 
 
-def _scan_body(body: bytes, line_no: int, win: _Window, skip: int = 0) -> int:
-    """Keep the trigger-bearing lines of `body` (complete lines); returns the new line count."""
-    cands = _candidate_lines(body, _trigger_offsets(body))
+def _scan_body(
+    body: bytes, line_no: int, win: _Window, skip: int = 0, every_line: bool = False
+) -> int:
+    """Keep the trigger-bearing lines of `body` (complete lines), or with every_line all its
+    non-blank lines; returns the new line count."""
+    offsets = _line_starts(body) if every_line else _trigger_offsets(body)
+    cands = _candidate_lines(body, offsets)
     # Lines that can still be kept: those filling the head, then, of the rest, only the last
     # KEEP_TAIL distinct ones (anything earlier would be pushed out of the tail by them). Folding
     # exact repeats from the end (fold_tail) bounds the work on a log with a million candidate
@@ -710,12 +732,18 @@ def _json_texts(raw: bytes) -> list[str] | None:
     return [t for t in out if has_trigger(t)]
 
 
+# A message short enough that all its lines fit in the head window is read line by line, trigger
+# word or not: a message pasted without its "RuntimeError:" (an issue title, the text of a
+# c10::Error's what(), a notebook's last line) holds none, and no line can push another out.
+SHORT_TEXT_BYTES = 64 << 10
+
+
 def scan_text(text: str | bytes) -> Scan:
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if data and not data.endswith(b"\n"):
         data += b"\n"  # one body: a last line is not cut off from the lines before it
-    s = scan([data] if data else [])
-    return s
+    short = len(data) <= SHORT_TEXT_BYTES and data.count(b"\n") <= KEEP_HEAD
+    return scan([data] if data else [], every_line=short)
 
 
 def _has_trigger_bytes(raw: bytes) -> bool:

@@ -44,6 +44,12 @@ _FRAMES: tuple[tuple[str, str, str], ...] = (
     # A CUDA call "failed with error <text>" / a launch that "failed: <text>" (tiny-cuda-nn,
     # ComfyUI, many extensions).
     ("call-failed", "failed", r"\bfailed with error:?\s*(?P<text>[^\n]+)"),
+    # A driver or runtime call named, then its error text: PyCUDA "cuInit failed: unknown error",
+    # MXNet and C++ checks "cudaMalloc failed: out of memory".
+    ("api-call-failed", "failed:", r"\b(?-i:cu(?:da)?[A-Z]\w*) failed:\s*(?P<text>[^\n]+)"),
+    # numba: "CudaAPIError: [716] Call to cuMemcpyDtoH results in UNKNOWN_CUDA_ERROR" (the
+    # bracket holds the driver's CUresult; its name is printed only when numba knows it).
+    ("numba", "cudaapierror", r"\bcudaapierror:\s*\[(?P<num>\d+)\]"),
     ("launch-failed", "launch failed", r"\bcuda kernel launch failed:\s*(?P<text>[^\n]+)"),
     # PyTorch's own "CUDA error: text", any case, and the many "CUDA Error: text" /
     # "cuda runtime error: text" / "CUDA runtime error in <call>: text" of libraries and

@@ -82,12 +82,69 @@ def test_a_line_cut_too_short_claims_nothing(engine):
         "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
         "RuntimeError: HIP error: an illegal memory access was encountered",
         "CUDA error (/src/kernels/attn.cu:88): an illegal memory access was encountered",
+        "pycuda._driver.LogicError: cuCtxSynchronize failed: an illegal memory access was "
+        "encountered",
+        "numba.cuda.cudadrv.driver.CudaAPIError: [700] Call to cuCtxSynchronize results in "
+        "UNKNOWN_CUDA_ERROR",
     ],
-    ids=["triton", "hip", "extension"],
+    ids=["triton", "hip", "extension", "api-call-failed", "numba-driver-number"],
 )
 def test_the_cuda_error_is_read_out_of_other_wrappers(engine, text):
     got = best(engine, text)
     assert got is not None and got[0] == "cuda-illegal-memory-access"
+
+
+def test_a_call_named_before_failed_must_be_a_cuda_call(engine):
+    # "cuX failed: <text>" reads the text as a CUDA error only after a cu/cuda call name.
+    assert best(engine, "step failed: unknown error") is None
+    assert best(engine, "cuInit failed: unknown error")[0] == "cuda-unknown-error"
+
+
+@pytest.mark.parametrize(
+    "text,entry",
+    [
+        ("index out of range in self", "index-out-of-range"),
+        (
+            "element 0 of tensors does not require grad and does not have a grad_fn",
+            "autograd-no-grad-fn",
+        ),
+    ],
+)
+def test_a_message_pasted_without_its_exception_class_matches(engine, text, entry):
+    # No trigger word on the line (its "RuntimeError:" was left out): a short message is read
+    # line by line all the same.
+    got = best(engine, text)
+    assert got is not None and got[0] == entry
+
+
+def test_a_long_log_still_reads_only_trigger_lines():
+    from kb.extract import SHORT_TEXT_BYTES, scan_text
+
+    noise = "step 12 loss 0.25\n" * (SHORT_TEXT_BYTES // 16)
+    s = scan_text(noise + "index out of range in self\n" + "RuntimeError: boom\n")
+    assert [ln.text for ln in s.lines] == ["RuntimeError: boom"]
+    assert len(scan_text("step 12 loss 0.25\nRuntimeError: boom\n").lines) == 2
+
+
+@pytest.mark.parametrize(
+    "text,entry",
+    [
+        ("段错误 (核心已转储)", "segfault"),
+        (
+            "./run.sh: line 3: 4242 已放弃               (核心已转储) python train.py",
+            "cpp-terminate-abort",
+        ),
+        ("[1]+  已杀死               python train.py", "cpu-oom-killed"),
+        ("Speicherzugriffsfehler (Speicherabzug geschrieben)", "segfault"),
+    ],
+    ids=["zh-segfault", "zh-abort", "zh-killed", "de-segfault"],
+)
+def test_the_shells_signal_report_in_another_language(engine, text, entry):
+    got = best(engine, text)
+    assert got is not None and got[0] == entry
+    # In a long log too: these lines hold no English trigger word.
+    got = best(engine, "epoch 1 step 5\n" * 5000 + text + "\n")
+    assert got is not None and got[0] == entry
 
 
 def test_the_root_error_is_kept_ahead_of_a_long_log(engine):

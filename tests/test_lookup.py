@@ -135,6 +135,21 @@ def test_oom_formats_become_a_diagnosis(text, case, requested_gib):
     assert oom.lines  # the arithmetic is shown
 
 
+def test_an_oom_without_figures_claims_no_case():
+    r = lookup_text("torch.OutOfMemoryError: CUDA out of memory.", kb=KB)
+    assert r.matches[0].id == "cuda-oom"
+    oom = next(f for f in r.diagnosis if f.topic == "oom")
+    assert "no memory figures" in oom.verdict and not oom.lines
+
+
+def test_no_oom_finding_without_the_oom_entry():
+    # "out of memory" on a line no signature claims is no proof of a CUDA OOM: no finding
+    # speaks for an entry that did not match.
+    r = lookup_text("frobnicator: widget cache out of memory, retrying", kb=KB)
+    assert r.facts.oom is not None
+    assert r.matches == [] and r.diagnosis == []
+
+
 def test_bare_code_is_ambiguous_and_says_so():
     r = lookup_text("CUDA error 4", kb=KB)
     ids = [m.id for m in r.matches]
