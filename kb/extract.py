@@ -646,7 +646,7 @@ def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, 
         after = body[le + 1 : end][:KEEP_LINE]
     block = _failure_block(body, le) if b"ChildFailedError:" in seg else b""
     win.add(number, seg, count, after, block)
-    joined = _unwrapped(body, ls, le)
+    joined = _unwrapped(body, ls, le) or _word_wrapped(body, ls, le)
     if joined:
         win.add(number, joined)
 
@@ -704,6 +704,47 @@ def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
         if len(nxt) < width:
             break
     return b"".join(parts) if len(parts) > 1 else None
+
+
+# A line that starts a record of its own, not the rest of a sentence: indented traceback
+# frames, tracebacks' own lines, bracketed / numbered / stamped records, exception lines, log
+# levels, glog's "E1123 ...", markers and rules.
+_NEW_RECORD = re.compile(
+    r"\s|Traceback|File \"|During handling|The above exception|frame #|#\d|[\[{<(=*>|~^+-]"
+    r"|\d{4}-\d\d-\d\d|\d\d?:\d\d:\d\d|\d\d?/\d\d?/\d\d|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b"
+    r"|(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL|FATAL|NOTE)\b|[IWEF]\d{4} "
+)
+WORD_WRAP_MIN = 40  # a shorter line is a record of its own, not a line a paste wrapped
+WORD_WRAP_LINES = 2  # continuation lines joined at most
+
+
+def _word_wrapped(body: bytes, ls: int, le: int) -> bytes | None:
+    """The line joined with the lines a word wrap broke it into (a notebook or rich console at
+    its width, an issue's text wrapped by hand), or None. Taken as wrapped: a line of some
+    length that ends inside a sentence (no full stop, colon... or a trailing space where the
+    wrap fell) followed by a line that does not start a record of its own. The joined line is
+    read as well as the pieces, so a wording cut across the wrap still matches."""
+    seg = body[ls:le].rstrip(b"\r")
+    if len(seg) < WORD_WRAP_MIN:
+        return None
+    prefix, text = _text(seg)
+    parts = [text]
+    pos = le
+    for _ in range(WORD_WRAP_LINES):
+        ends_open = parts[-1][-1:].isalnum() or parts[-1][-1:] in ",;-" or seg[-1:] == b" "
+        if not ends_open or pos >= len(body):
+            break
+        nxt_end = body.find(b"\n", pos + 1)
+        nxt_end = len(body) if nxt_end == -1 else nxt_end
+        seg = body[pos + 1 : nxt_end].rstrip(b"\r")
+        nprefix, nxt = _text(seg)
+        if not nxt or nprefix != prefix or _NEW_RECORD.match(nxt):
+            break
+        parts.append(nxt)
+        pos = nxt_end
+    if len(parts) == 1:
+        return None
+    return (prefix + " ".join(p.strip() for p in parts)).encode("utf-8", "surrogatepass")
 
 
 MAX_JSON = 8 << 20

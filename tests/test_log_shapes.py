@@ -183,3 +183,43 @@ def test_fold_tail_is_the_walk_back_loop():
         keys = [rng.choice(alphabet) for _ in range(n)]
         keep = rng.randrange(1, 10)
         assert fold_tail(keys, keep) == _walk_back(keys, keep), (keys, keep)
+
+
+@pytest.mark.parametrize(
+    "text,entry",
+    [
+        (
+            "RuntimeError: Expected all tensors to be on the same device, but found at least two\n"
+            "devices, cuda:0 and cpu!\n",
+            "cuda-device-mismatch",
+        ),
+        (
+            "[rank1]: RuntimeError: one of the variables needed for gradient computation has been "
+            "modified\n[rank1]: by an inplace operation: [torch.cuda.FloatTensor [16, 64]], which "
+            "is output 0 of ReluBackward0, is at version 2; expected version 1 instead.\n",
+            "autograd-inplace-modified",
+        ),
+    ],
+    ids=["plain", "rank-prefixed"],
+)
+def test_a_message_word_wrapped_by_a_console_is_joined(engine, text, entry):
+    got = best(engine, text)
+    assert got is not None and got[0] == entry
+
+
+def test_a_word_wrap_join_stops_at_a_new_record():
+    from kb.extract import scan_text
+
+    line = "RuntimeError: Expected all tensors to be on the same device, but found at least two"
+    for nxt in (
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        "2026-11-23 12:00:01 INFO devices, cuda:0 and cpu!",
+        "ValueError: devices, cuda:0 and cpu!",
+        "[rank0]: devices, cuda:0 and cpu!",
+    ):
+        texts = [ln.text for ln in scan_text(line + "\n" + nxt + "\n").lines]
+        assert not any(t.startswith(line + " ") for t in texts), nxt
+    # A line that ends its sentence is not joined either.
+    texts = [ln.text for ln in scan_text(line + ".\ndevices, cuda:0 and cpu!\n").lines]
+    assert not any(len(t) > len(line) + 1 for t in texts)
