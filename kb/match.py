@@ -35,6 +35,7 @@ LOCAL_REGEX_TIMEOUT = 0.5  # seconds per line for a pattern from a user's folder
 LOCAL_REGEX_TRIES = 8  # stalled searches tried again at most this often (bounds a lookup's time)
 CASELESS_MIN_LITERAL = 20  # a wording this long is unambiguous in any case
 CUT_MIN = 10  # a line ending in this many characters of a literal was cut inside it
+CUT_WORDS = 7  # a line ending in this many words of a literal was cut after them
 # Exception classes and "CUDA error:" heads say nothing about which error it is.
 _GENERIC_HEAD = re.compile(
     r"^(?:\s*(?:[\w.]*(?:error|exception|warning|assert)\w*|cuda error|hip error)\s*:?)+\s*"
@@ -241,14 +242,16 @@ class SignatureIndex:
             # What was kept must say more than a generic "CUDA error: " or "RuntimeError: " head.
             # What was kept must say more than a generic head ("RuntimeError: CUDA error: ").
             kept = _GENERIC_HEAD.sub("", head)
-            # Cut mid-word: a line that ends on a word boundary may be a whole, shorter message
-            # ("IndexError: list index out of range" is not "... out of range in self").
+            # Cut mid-word, or after a long head: a short line that ends on a word boundary may
+            # be a whole, shorter message ("IndexError: list index out of range" is not "... out
+            # of range in self"); a head of CUT_WORDS words is one message's alone.
+            mid_word = head[-1].isalnum() and s.head[len(head) :][:1].isalnum()
             if (
                 (e.id, s.id) in seen_cut
                 or len(kept) < CUT_MIN
                 or len(kept.split()) < 3
                 or not tail.endswith(head)
-                or not (head[-1].isalnum() and s.head[len(head) :][:1].isalnum())
+                or not (mid_word or len(kept.split()) >= CUT_WORDS)
             ):
                 continue
             if whole is None:
