@@ -21,7 +21,7 @@ from .diagnose import Finding, diagnose
 from .extract import TAIL_BYTES, Scan, iter_chunks, scan, scan_text
 from .facts import Facts, extract_facts
 from .knowledge import KnowledgeBase, gc_paused, load
-from .match import Hit, SignatureIndex
+from .match import Hit, SignatureIndex, scan_hits
 from .model import Entry, HitRef, Match, Signature
 from .record import field, record, replace
 
@@ -169,11 +169,7 @@ class Engine:
 
     def hits(self, s: Scan) -> list[Hit]:
         """Every signature hit and every CUDA code sighting in a scan, in a stable order."""
-        index = self.signatures
-        hits: list[Hit] = []
-        for ln in s.lines:
-            hits.extend(index.match_line(ln.text, ln.number, ln.count))
-        return hits
+        return scan_hits(self.signatures, s)
 
     def lookup_scan(self, s: Scan, *, top: int = 3, fulltext: bool = True) -> LookupResult:
         kb = self.knowledge

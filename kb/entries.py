@@ -278,6 +278,7 @@ def load_file(
                 literal=literal,
                 head=leading_literal(s["pattern"]),
                 explained_by=tuple(s.get("explained_by", ())),
+                announces=bool(s.get("announces", False)),
                 # No whole word to file the signature under: the alternatives it needs instead.
                 any_of=any_of,
                 words=words,

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
 
 _SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.json")
 
-_CACHE_FORMAT = 10  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
+_CACHE_FORMAT = 11  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
 # 9: kb.record records, signatures' key words; 10: where they are filed, entries' details
-# pickled apart
+# pickled apart; 11: announces
 
 
 @record

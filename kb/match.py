@@ -30,6 +30,8 @@ TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold s
 if TYPE_CHECKING:
     from typing import Any
 
+    from .extract import Line, Scan
+
 _WORD = re.compile(r"\w+")
 LOCAL_REGEX_TIMEOUT = 0.5  # seconds per line for a pattern from a user's folder; one overrun spent in the search itself and that pattern is skipped
 LOCAL_REGEX_TRIES = 8  # stalled searches tried again at most this often (bounds a lookup's time)
@@ -278,11 +280,35 @@ def _hit(
     return Hit(e, s, line_number, line, caps, count, partial)
 
 
+def scan_hits(index: SignatureIndex, s: Scan) -> list[Hit]:
+    """Every signature hit in a scan's lines, in order."""
+    hits: list[Hit] = []
+    for ln in s.lines:
+        hits.extend(index.match_line(ln.text, ln.number, ln.count))
+    if any(h.signature.announces for h in hits):
+        hits = _announced(hits, s.lines)
+    return hits
+
+
 def text_hits(index: SignatureIndex, text: str) -> list[Hit]:
     """Signature hits over a whole text, through the same scan and cleaning a lookup uses."""
     from .extract import scan_text
 
-    out: list[Hit] = []
-    for ln in scan_text(text).lines:
-        out.extend(index.match_line(ln.text, ln.number, ln.count))
-    return out
+    return scan_hits(index, scan_text(text))
+
+
+# A Python exception line: what an announcing line (mp.spawn's "-- Process N terminated with
+# the following error:") says is coming. The wrappers' own exceptions are not it.
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)")
+_WRAPPER_EXCEPTIONS = ("ProcessRaisedException", "ProcessExitedException", "ChildFailedError")
+
+
+def _announced(hits: list[Hit], lines: list[Line]) -> list[Hit]:
+    """Drop the hits of announcing signatures that the announced exception follows."""
+    after = [
+        ln.number
+        for ln in lines
+        if _EXCEPTION_LINE.match(ln.text) and not any(w in ln.text for w in _WRAPPER_EXCEPTIONS)
+    ]
+    last = max(after, default=-1)
+    return [h for h in hits if not (h.signature.announces and last > h.line_number)]

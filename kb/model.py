@@ -32,6 +32,10 @@ class Signature:
     head: str = ""
     # Entries whose presence in the same log explains this wording: they rank above it.
     explained_by: tuple[str, ...] = ()
+    # The line only announces an error printed after it (mp.spawn's "terminated with the
+    # following error:"): when an exception line follows, that exception is the answer, known or
+    # not, and this hit is dropped.
+    announces: bool = False
     # When the literal has no whole word: literals of which every match holds one (lowercased
     # when ignore_case), to file and prefilter the signature by instead.
     any_of: tuple[str, ...] = ()

@@ -253,3 +253,26 @@ def test_an_explained_wording_follows_the_entry_that_explains_it():
     # An integer dtype error is not explained by the driver: printed first, it stays the answer.
     long_err = "RuntimeError: \"normal_kernel_cpu\" not implemented for 'Long'"
     assert eng.lookup(f"{long_err}\n{driver}\n").best.id == "op-not-implemented-for-dtype"
+
+
+_SPAWN = (
+    "torch.multiprocessing.spawn.ProcessRaisedException:\n\n"
+    "-- Process 0 terminated with the following error:\n"
+    "Traceback (most recent call last):\n"
+    '  File "/opt/venv/lib/python3.11/site-packages/torch/multiprocessing/spawn.py", line 90, '
+    "in _wrap\n    fn(i, *args)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "tail,want",
+    [
+        ("", "torchrun-child-failed"),  # the child's exception is not in the log: the wrapper
+        ("KeyError: 'data'\n", None),  # shown, with no entry: no answer, not the wrapper
+        ("RuntimeError: CUDA error: misaligned address\n", "cuda-misaligned-address"),
+    ],
+    ids=["cut", "unknown-child-error", "known-child-error"],
+)
+def test_a_line_announcing_the_childs_error_yields_to_it(tail, want):
+    r = lookup_text(_SPAWN + tail, kb=KB)
+    assert (r.matches[0].id if r.matches else None) == want
