@@ -189,12 +189,19 @@ class Engine:
         if not matches and not unowned and fulltext and s.lines and not s.binary:
             suggestions = self._suggest(s, top)
         matches.sort(key=lambda m: -m.score)
-        # A finding about an entry speaks only when that entry matched: "out of memory" in a
-        # line no signature claims (a retyped or garbled line, another framework) is no proof of
-        # a CUDA OOM. Findings tied to no entry (a CUDA code no entry owns) always speak.
+        # A finding about an entry speaks only when that entry matched, or (the OOM figures) when
+        # some entry matched the line they were read from: "out of memory" in a line no
+        # signature claims (a retyped or garbled line, another framework) is no proof of a CUDA
+        # OOM. Findings tied to no entry (a CUDA code no entry owns) always speak.
         named = {m.id for m in matches}
+        oom_line = facts.oom.line_number if facts.oom else None
+        claimed = oom_line is not None and any(
+            h.line_number == oom_line for m in matches for h in m.hits
+        )
         findings = [
-            f for f in diagnose(facts, owners) if not f.entries or named.intersection(f.entries)
+            f
+            for f in diagnose(facts, owners)
+            if not f.entries or named.intersection(f.entries) or (f.topic == "oom" and claimed)
         ]
         warnings = self.warnings
         if s.dropped:

@@ -99,6 +99,7 @@ _HIP_ALIASES = {
     "hipErrorNotInitialized": "cudaErrorInitializationError",
     "hipErrorInvalidDeviceFunction": "cudaErrorInvalidDeviceFunction",
     "hipErrorInvalidImage": "cudaErrorInvalidKernelImage",
+    "hipErrorInvalidHandle": "cudaErrorInvalidResourceHandle",
 }
 CUT_MIN = 14  # characters of a cut-off text needed before it can name one code
 
