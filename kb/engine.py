@@ -212,7 +212,7 @@ class Engine:
         if s.skimmed:
             warnings.append(
                 f"{s.skimmed} line(s) in the middle of this long log were searched only for "
-                f"error lines (Error:, Exception:, FAILED...); its start and its last "
+                f"error lines (Error:, Exception:, FAILED, Killed, NCCL WARN...); its start and its last "
                 f"{TAIL_BYTES >> 20} MiB were read in full"
             )
         return LookupResult(

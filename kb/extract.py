@@ -309,11 +309,15 @@ def _key(rank: int | None, text: str):
 
 
 # What an error line looks like, for the lines between head and tail (bytes for the bulk scan of
-# skipped regions, text for lines leaving the tail).
-_ERRORISH = re.compile(
-    rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)[:\] ]"
+# skipped regions, text for lines leaving the tail): an error word before a colon, bracket, space
+# or the end of the line (a shell's bare "Killed", "Bus error"), NCCL's WARN lines and launchers'
+# signal reports, which hold no error word.
+_ERROR_WORDS = (
+    rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)"
 )
-_ERRORISH_TEXT = re.compile(_ERRORISH.pattern.decode())
+_ERROR_EXTRA = rb"|NCCL WARN|Signal \d+ \(SIG"
+_ERRORISH = re.compile(_ERROR_WORDS + rb"[:\] \r\n]" + _ERROR_EXTRA)
+_ERRORISH_TEXT = re.compile((_ERROR_WORDS + rb"(?:[:\] ]|$)" + _ERROR_EXTRA).decode())
 
 
 def _hyperscan_db(kind: str = "triggers"):

@@ -16,7 +16,7 @@ from kb import Engine
 CHUNK = 64 << 10
 NOISE = "Epoch 3 step {i} loss=0.1234 lr=3e-4\n  warnings.warn('The given NumPy array is not writable')\n"
 ROOT = "RuntimeError: CUDA error: an illegal memory access was encountered"
-QUIET = "NCCL WARN Net : Connection closed by remote peer"  # a trigger line, not error-looking
+QUIET = "UserWarning: the remote buffer is not writable"  # a trigger line, not error-looking
 OOM_HEAD = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a"
 OOM_REST = "total capacity of 79.11 GiB of which 1.50 GiB is free."
 
@@ -65,6 +65,22 @@ def test_the_middle_is_skimmed_for_error_lines_only(small):
     # Whatever was skimmed was counted: the lines read in full plus those skimmed are all lines.
     whole = ex.scan(ex.iter_chunks(io.BytesIO(("\n".join(lines) + "\n").encode()), size=1 << 30))
     assert whole.skimmed == 0 and QUIET in {ln.text for ln in whole.lines}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Killed",  # the shell's report: an error word at the end of its line
+        "Bus error",
+        "node3:1234:1300 [0] NCCL WARN Net : Connection closed by remote peer",
+        "torch.distributed.elastic.multiprocessing.api: Signal 9 (SIGKILL) received by PID 42",
+    ],
+)
+def test_error_lines_without_an_error_colon_are_kept_from_the_middle(small, line):
+    lines = noise(6000) + [line] + noise(6000, 6000) + noise(20, 12000)
+    s = scan_lines(lines)
+    assert s.skimmed > 0
+    assert {ln.text: ln.number for ln in s.lines}.get(line) == 6000 * 2 + 1
 
 
 def test_a_message_across_a_chunk_seam_at_the_end_is_read_whole(small):
