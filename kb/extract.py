@@ -147,6 +147,7 @@ def _rx(name: str) -> re.Pattern:
             "prefix": (_PREFIX_SRC, re.VERBOSE),
             "box": (_BOX_TAIL_SRC, 0),
             "bold": (_BOLD_SRC, 0),
+            "new_record": (_NEW_RECORD_SRC, 0),
         }[name]
         rx = _RX[name] = re.compile(*src)
     return rx
@@ -374,11 +375,17 @@ def _trigger_offsets(body: bytes) -> list[int]:
     return offs
 
 
-_NONBLANK_LINE = re.compile(rb"^[ \t\r]*[^\s]", re.M)
-
-
 def _line_starts(body: bytes) -> list[int]:
-    return [m.start() for m in _NONBLANK_LINE.finditer(body)]
+    """The start of each non-blank line of a short body (scan_text's every_line)."""
+    out: list[int] = []
+    pos, size = 0, len(body)
+    while pos < size:
+        end = body.find(b"\n", pos)
+        end = size if end == -1 else end
+        if not body[pos:end].isspace() and end > pos:
+            out.append(pos)
+        pos = end + 1
+    return out
 
 
 def _candidate_lines(body: bytes, offs: list[int]) -> list[tuple[int, int]]:
@@ -712,8 +719,8 @@ def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
 
 # A line that starts a record of its own, not the rest of a sentence: indented traceback
 # frames, tracebacks' own lines, bracketed / numbered / stamped records, exception lines, log
-# levels, glog's "E1123 ...", markers and rules.
-_NEW_RECORD = re.compile(
+# levels, glog's "E1123 ...", markers and rules. Compiled on first use (_rx).
+_NEW_RECORD_SRC = (
     r"\s|Traceback|File \"|During handling|The above exception|frame #|#\d|[\[{<(=*>|~^+-]"
     r"|\d{4}-\d\d-\d\d|\d\d?:\d\d:\d\d|\d\d?/\d\d?/\d\d|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b"
     r"|(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL|FATAL|NOTE)\b|[IWEF]\d{4} "
@@ -742,7 +749,7 @@ def _word_wrapped(body: bytes, ls: int, le: int) -> bytes | None:
         nxt_end = len(body) if nxt_end == -1 else nxt_end
         seg = body[pos + 1 : nxt_end].rstrip(b"\r")
         nprefix, nxt = _text(seg)
-        if not nxt or nprefix != prefix or _NEW_RECORD.match(nxt):
+        if not nxt or nprefix != prefix or _rx("new_record").match(nxt):
             break
         parts.append(nxt)
         pos = nxt_end

@@ -298,17 +298,19 @@ def text_hits(index: SignatureIndex, text: str) -> list[Hit]:
 
 
 # A Python exception line: what an announcing line (mp.spawn's "-- Process N terminated with
-# the following error:") says is coming. The wrappers' own exceptions are not it.
-_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)")
+# the following error:") says is coming. The wrappers' own exceptions are not it. Compiled only
+# when a log has such a line (re caches it), not on every start.
+_EXCEPTION_LINE = r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b(?::|$)"
 _WRAPPER_EXCEPTIONS = ("ProcessRaisedException", "ProcessExitedException", "ChildFailedError")
 
 
 def _announced(hits: list[Hit], lines: list[Line]) -> list[Hit]:
     """Drop the hits of announcing signatures that the announced exception follows."""
+    exception_line = re.compile(_EXCEPTION_LINE)
     after = [
         ln.number
         for ln in lines
-        if _EXCEPTION_LINE.match(ln.text) and not any(w in ln.text for w in _WRAPPER_EXCEPTIONS)
+        if exception_line.match(ln.text) and not any(w in ln.text for w in _WRAPPER_EXCEPTIONS)
     ]
     last = max(after, default=-1)
     return [h for h in hits if not (h.signature.announces and last > h.line_number)]
