@@ -257,6 +257,9 @@ class RunPanel(Vertical):
         log.write(Text(text.split("  (")[0], style="bold"))
         if detail and detail not in text:
             log.write(Text(detail))
+        # The banner just shown shortens the log after these writes scrolled it: end at the
+        # verdict once that layout is done, or a busy machine leaves the last lines out of view.
+        self.call_after_refresh(log.scroll_end, animate=False)
         self.query_one("#run-cancel", Button).disabled = True
         self.query_one("#run-start", Button).disabled = (
             self.entry is None or self.entry.repro is None
