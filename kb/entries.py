@@ -353,6 +353,9 @@ def load_file(
         references=tuple(Reference(r["url"], r.get("title", "")) for r in data["references"]),
         repro=repro,
         aliases=tuple(data.get("aliases", ())),
+        generic=bool(data.get("generic", False)),
+        domain=data.get("domain", "unknown"),
+        action=data.get("action", "unknown"),
         fix_check=fix_check,
         not_reproducible=tuple(
             NotReproducible(n["signature"], n["reason"]) for n in data.get("not_reproducible", [])

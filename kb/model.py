@@ -163,6 +163,9 @@ class Entry:
     not_reproducible: tuple[NotReproducible, ...] = ()
     local: bool = False  # from a user's own folder, not the bundled knowledge base
     aliases: tuple[str, ...] = ()  # earlier ids of this entry, still accepted wherever an id is
+    generic: bool = False  # a language/platform class: answers only where no specific entry does
+    domain: str = "unknown"  # user-code / environment / infrastructure / unknown (fleet triage)
+    action: str = "unknown"  # fix-code / fix-environment / restart / drain-node / unknown
 
     def signature(self, sig_id: str) -> Signature | None:
         for s in self.signatures:
