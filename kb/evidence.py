@@ -46,12 +46,27 @@ def record_path(root: Path, ev: Evidence) -> Path:
     return root / ev.entry / f"{slug(ev.gpu)}--torch-{slug(ev.torch)}.yaml"
 
 
+class _Dumper(yaml.SafeDumper):
+    """safe_dump, with a many-line text (a repro's output) as a literal block: read and diffed
+    line by line, as it was printed."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
+
+
 def write_evidence(root: Path, ev: Evidence) -> Path:
     path = record_path(root, ev)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(ev)
     data["matched"] = list(ev.matched)
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    if not ev.output:
+        del data["output"]  # a record without output reads as before
+    text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ev-")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)

@@ -287,6 +287,9 @@ class Evidence:
     # them from the detail then).
     runs: int = 0
     reproduced_runs: int = 0
+    # The repro's output (its first run), whole or an excerpt (kb.evidence_output): a lookup of
+    # it must still name the entry. Empty in records written before kb stored it.
+    output: str = ""
 
     def summary(self) -> str:
         fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from datetime import date
 
 from . import gpu as gpu_mod
+from .evidence_output import output_excerpt
 from .model import Entry, Evidence
 from .verify_judge import SHOWN_LINE, Judgement, combine_runs, judge, why_not
 from .verify_outcome import (
@@ -270,4 +271,5 @@ def evidence_for(outcome: Outcome, env: Environment, today: str | None = None) -
         detail=outcome.detail[:500],
         runs=outcome.runs,
         reproduced_runs=outcome.reproduced_runs,
+        output=output_excerpt(outcome.output, outcome.lines),
     )
