@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kb.version import __version__
+
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 
-
-__version__ = "0.2.0"
 
 __all__ = [
     "Cause",
@@ -58,13 +58,11 @@ __all__ = [
 if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
     from typing import Any
 
-    from .diagnose import Finding
-    from .engine import Engine, LookupResult, open_log
-    from .facts import Facts
-    from .gpu import GpuInfo
-    from .gpu import inspect as inspect_gpu
-    from .knowledge import KnowledgeBase
-    from .model import (
+    from kb.diagnosis.diagnose import Finding
+    from kb.diagnosis.engine import Engine, LookupResult, open_log
+    from kb.diagnosis.facts import Facts
+    from kb.knowledge.base import KnowledgeBase
+    from kb.model.entry import (
         Cause,
         Diagnostic,
         Entry,
@@ -75,9 +73,11 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
         NotReproducible,
         Reference,
     )
-    from .record import replace
-    from .render import evidence_line, verification_status
-    from .verify import (
+    from kb.model.record import replace
+    from kb.render.style import evidence_line, verification_status
+    from kb.verify.gpu import GpuInfo
+    from kb.verify.gpu import inspect as inspect_gpu
+    from kb.verify.verifier import (
         Environment,
         Outcome,
         probe_environment,
@@ -87,32 +87,32 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
     )
 
 _LAZY = {
-    "Engine": "engine",
-    "LookupResult": "engine",
-    "open_log": "engine",
-    "Match": "model",
-    "HitRef": "model",
-    "Entry": "model",
-    "Evidence": "model",
-    "Cause": "model",
-    "Diagnostic": "model",
-    "Fix": "model",
-    "Reference": "model",
-    "NotReproducible": "model",
-    "KnowledgeBase": "knowledge",
-    "Facts": "facts",
-    "Finding": "diagnose",
-    "Outcome": "verify",
-    "Environment": "verify",
-    "verify_entry": "verify",
-    "verify_many": "verify",
-    "probe_environment": "verify",
-    "probe_torch": "verify",
-    "GpuInfo": "gpu",
-    "inspect_gpu": "gpu:inspect",  # name: "module" or "module:its name there"
-    "verification_status": "render",
-    "evidence_line": "render",
-    "replace": "record",  # a copy of a record (a Match, an Entry...) with some fields changed
+    "Engine": "diagnosis.engine",
+    "LookupResult": "diagnosis.engine",
+    "open_log": "diagnosis.engine",
+    "Match": "model.entry",
+    "HitRef": "model.entry",
+    "Entry": "model.entry",
+    "Evidence": "model.entry",
+    "Cause": "model.entry",
+    "Diagnostic": "model.entry",
+    "Fix": "model.entry",
+    "Reference": "model.entry",
+    "NotReproducible": "model.entry",
+    "KnowledgeBase": "knowledge.base",
+    "Facts": "diagnosis.facts",
+    "Finding": "diagnosis.diagnose",
+    "Outcome": "verify.verifier",
+    "Environment": "verify.verifier",
+    "verify_entry": "verify.verifier",
+    "verify_many": "verify.verifier",
+    "probe_environment": "verify.verifier",
+    "probe_torch": "verify.verifier",
+    "GpuInfo": "verify.gpu",
+    "inspect_gpu": "verify.gpu:inspect",  # name: "module" or "module:its name there"
+    "verification_status": "render.style",
+    "evidence_line": "render.style",
+    "replace": "model.record",  # a copy of a record (a Match, an Entry...) with some fields changed
 }
 
 
@@ -130,23 +130,29 @@ def __getattr__(name: str) -> Any:
 
 def lookup(text: str | bytes, top: int = 5, kb_dirs: Iterable[str] | None = None) -> list[Match]:
     """Entries matching an error message or log, best first."""
-    from .engine import default_engine
+    from kb.diagnosis.engine import default_engine
 
     return default_engine(kb_dirs).lookup(text, top=top).matches
 
 
-def lookup_job(paths: Iterable[str], top: int = 3, kb_dirs: Iterable[str] | None = None):
+def lookup_job(
+    paths: Iterable[str],
+    top: int = 3,
+    kb_dirs: Iterable[str] | None = None,
+    engine: Engine | None = None,
+):
     """A whole job: log files and folders (per-rank logs, torchrun's --log-dir, a `kb run`
-    folder, error files, Flight Recorder dumps). Returns kb.job_lookup.JobLookup: .result (a
-    LookupResult led by the root rank's entry) and .job (kb.job.JobView: .root, .ranks, .desync;
-    None when the input is one process's log)."""
-    from .engine import default_engine
+    folder, error files, Flight Recorder dumps). Returns kb.job.lookup.JobLookup: .result (a
+    LookupResult led by the root rank's entry) and .job (kb.job.analyze.JobView: .root, .ranks,
+    .desync; None when the input is one process's log). `engine` reuses a loaded Engine."""
+    from kb.diagnosis.engine import default_engine
+    from kb.job.lookup import lookup_paths
 
-    return default_engine(kb_dirs).lookup_job(list(paths), top=top)
+    return lookup_paths(engine or default_engine(kb_dirs), list(paths), top=top)
 
 
 def load(kb_dirs: Iterable[str] | None = None) -> KnowledgeBase:
     """The knowledge base (bundled entries plus the user's folders)."""
-    from .engine import default_engine
+    from kb.diagnosis.engine import default_engine
 
     return default_engine(kb_dirs).knowledge

@@ -1,3 +1,3 @@
-from .cli import run
+from kb.cli.main import run
 
 run()

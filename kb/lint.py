@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .extract import has_trigger
-from .knowledge import KnowledgeBase
-from .match import SignatureIndex, text_hits
-from .model import Entry, Problem
+from kb.knowledge.base import KnowledgeBase
+from kb.knowledge.signatures import SignatureIndex, text_hits
+from kb.model.entry import Entry, Problem
+from kb.scan.extract import has_trigger
 
 
 def _problem(entry: Entry, code: str, msg: str, hint: str = "") -> Problem:
@@ -39,8 +39,8 @@ def _states_own_code(entry: Entry, text: str) -> bool:
     finds it, as it finds the entry's own wordings."""
     if not entry.codes:
         return False
-    from .extract import scan_text
-    from .facts import extract_facts
+    from kb.diagnosis.facts import extract_facts
+    from kb.scan.extract import scan_text
 
     owned = {(c.api, c.value) for c in entry.codes}
     return any((c.api, c.value) in owned for c in extract_facts(scan_text(text).lines).cuda_codes)
@@ -61,7 +61,7 @@ def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
             ]
             hint = (
                 "its matching line holds no trigger word, so a log scan never looks at it; "
-                "see kb.extract.TRIGGERS and EXACT_TRIGGERS"
+                "see kb.scan.extract.TRIGGERS and EXACT_TRIGGERS"
                 if unseen
                 else "widen a signature, or remove the example if it belongs to another entry"
             )
@@ -106,7 +106,7 @@ def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
 
 def lint(kb: KnowledgeBase) -> list[Problem]:
     try:
-        from . import cuda_codes
+        import kb.knowledge.cuda_codes as cuda_codes
 
         known = cuda_codes.get
     except ImportError:  # the table ships with kb; absent only in a broken install

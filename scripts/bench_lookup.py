@@ -201,7 +201,7 @@ def p50(fn, n: int) -> float:
 
 
 def bench_warm() -> None:
-    from kb.engine import default_engine, lookup_text
+    from kb.diagnosis.engine import default_engine, lookup_text
 
     kb = default_engine().knowledge
     lookup_text(MSG, kb=kb)
@@ -216,9 +216,9 @@ def bench_warm() -> None:
 
 
 def synthetic_kb(n: int):
-    from kb.knowledge import KnowledgeBase
-    from kb.model import Cause, Entry, Signature
-    from kb.regex_literal import required_literal
+    from kb.knowledge.base import KnowledgeBase
+    from kb.knowledge.regex_literal import required_literal
+    from kb.model.entry import Cause, Entry, Signature
 
     rnd = random.Random(1)
     vocab = [
@@ -252,8 +252,8 @@ def synthetic_kb(n: int):
 
 
 def bench_synthetic(n: int) -> None:
-    from kb.engine import lookup_text
-    from kb.index import ensure_index
+    from kb.diagnosis.engine import lookup_text
+    from kb.knowledge.index import ensure_index
 
     kb, _vocab = synthetic_kb(n)
     t0 = time.perf_counter()

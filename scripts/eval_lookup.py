@@ -25,7 +25,7 @@ import time
 
 import yaml
 
-from kb.engine import Engine
+from kb.diagnosis.engine import Engine
 
 
 def plain_bm25(kb):

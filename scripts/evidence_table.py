@@ -16,8 +16,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
-from kb.evidence import load_evidence  # noqa: E402
-from kb.evidence_table import current_block, render_table, replace_block  # noqa: E402
+from kb.knowledge.evidence import load_evidence  # noqa: E402
+from kb.render.evidence_table import current_block, render_table, replace_block  # noqa: E402
 
 
 def main() -> int:

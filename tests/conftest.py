@@ -22,7 +22,7 @@ def _fresh_kb_home(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="session")
 def kb_bundled():
-    from kb.knowledge import load
+    from kb.knowledge.base import load
 
     return load()
 

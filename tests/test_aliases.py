@@ -6,7 +6,7 @@ import sys
 
 from _repo import REPO
 
-from kb.entries import load_dirs
+from kb.knowledge.load import load_dirs
 
 GOOD = (REPO / "tests" / "fixtures" / "good_entry.yaml").read_text()
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 from _repo import REPO
 
-from kb.cli import main
+from kb.cli.main import main
 
 
 def run(*argv, stdin=None):

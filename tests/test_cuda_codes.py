@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from kb import cuda_codes
-from kb.cuda_codes import CodeInfo
+import kb.knowledge.cuda_codes as cuda_codes
+from kb.knowledge.cuda_codes import CodeInfo
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "cuda13-error-codes.json"
 

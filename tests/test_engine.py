@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import kb
-from kb.engine import Engine
-from kb.match import LOCAL_REGEX_TIMEOUT as LOCAL_TIMEOUT
+from kb.diagnosis.engine import Engine
+from kb.knowledge.signatures import LOCAL_REGEX_TIMEOUT as LOCAL_TIMEOUT
 
 REPO = Path(__file__).resolve().parents[1]
 IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -75,8 +75,8 @@ def test_a_match_carries_every_line_that_fired():
 # ------------------------------------------------------------------ determinism
 SEED_SCRIPT = """
 import json, sys
-from kb.engine import Engine
-from kb.match import LOCAL_REGEX_TIMEOUT as LOCAL_TIMEOUT
+from kb.diagnosis.engine import Engine
+from kb.knowledge.signatures import LOCAL_REGEX_TIMEOUT as LOCAL_TIMEOUT
 eng = Engine()
 out = []
 for e in eng.knowledge.entries:
@@ -129,7 +129,7 @@ def test_many_lookups_while_the_index_rebuilds_and_entries_change(tmp_path, monk
         [
             sys.executable,
             "-c",
-            "import sys\nfrom kb.cli import main\nfor _ in range(40): main(['index', '--rebuild', '--kb-dir', sys.argv[1]])",
+            "import sys\nfrom kb.cli.main import main\nfor _ in range(40): main(['index', '--rebuild', '--kb-dir', sys.argv[1]])",
             str(a),
         ],
         env=dict(os.environ),
@@ -278,14 +278,14 @@ def test_a_local_pattern_stalled_by_a_busy_machine_is_not_condemned(tmp_path, mo
 def test_a_local_search_stalled_every_time_gives_up_without_condemning(tmp_path, monkeypatch):
     """Bounded time on an overloaded machine: after a few stalled tries the line is skipped with
     a warning that blames the machine, and the pattern stays in use for the next line."""
-    import kb.match
+    import kb.knowledge.signatures
 
     tries = []
     eng, real = _stalling(tmp_path, monkeypatch, lambda line: tries.append(line) is None)
     index = eng.signatures
     hits = index.match_line("Widget error: the widget exploded")
     # At most LOCAL_REGEX_TRIES per search: the line as written, then its caseless fallback.
-    assert hits == [] and 0 < len(tries) <= 2 * kb.match.LOCAL_REGEX_TRIES
+    assert hits == [] and 0 < len(tries) <= 2 * kb.knowledge.signatures.LOCAL_REGEX_TRIES
     assert any("busy machine" in w for w in index.warnings)
     assert not index._timed_out  # not condemned: the next line is tried again
     monkeypatch.setattr(index, "regex", real)

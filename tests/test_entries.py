@@ -2,8 +2,8 @@
 
 import pytest
 
-from kb.engine import lookup_text
-from kb.knowledge import load
+from kb.diagnosis.engine import lookup_text
+from kb.knowledge.base import load
 
 KB = load()
 MATCH = [(e.id, i, ex) for e in KB.entries for i, ex in enumerate(e.examples_match)]

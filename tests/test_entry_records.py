@@ -8,11 +8,11 @@ import io
 import pytest
 import yaml
 
-from kb import record as records
-from kb.engine import Engine
-from kb.model import Cause, Diagnostic, Fix, NotReproducible, Reference, _ReadLikeADict
-from kb.render import Style, entry_dict, entry_markdown, print_entry
-from kb.report import result_markdown, result_text
+import kb.model.record as records
+from kb.diagnosis.engine import Engine
+from kb.model.entry import Cause, Diagnostic, Fix, NotReproducible, Reference, _ReadLikeADict
+from kb.render.report import result_markdown, result_text
+from kb.render.style import Style, entry_dict, entry_markdown, print_entry
 
 SECTIONS = {
     "causes": Cause,

@@ -9,14 +9,14 @@ import pytest
 from test_verify_support import FIXTURES, kb_home  # noqa: F401
 
 import kb.paths
-from kb.cli import main
-from kb.evidence import load_evidence, write_evidence
-from kb.evidence_summary import by_gpu, gpu_kind, per_gpu_line, run_counts
-from kb.model import Evidence
-from kb.record import replace
-from kb.verify import FIX_VERIFIED, NOT_REPRODUCED, REPRODUCED, Outcome, combine_runs
-from kb.verify import evidence_for as evidence_from_outcome
-from kb.verify_probe import Environment
+from kb.cli.main import main
+from kb.knowledge.evidence import load_evidence, write_evidence
+from kb.knowledge.evidence_summary import by_gpu, gpu_kind, per_gpu_line, run_counts
+from kb.model.entry import Evidence
+from kb.model.record import replace
+from kb.verify.probe import Environment
+from kb.verify.verifier import FIX_VERIFIED, NOT_REPRODUCED, REPRODUCED, Outcome, combine_runs
+from kb.verify.verifier import evidence_for as evidence_from_outcome
 
 H100 = Evidence(
     entry="fake-illegal-access",

@@ -8,10 +8,10 @@ import sys
 import pytest
 from _repo import REPO
 
-from kb.evidence import load_evidence
-from kb.evidence_table import END, START, current_block, render_table, replace_block
-from kb.model import Evidence
-from kb.record import replace
+from kb.knowledge.evidence import load_evidence
+from kb.model.entry import Evidence
+from kb.model.record import replace
+from kb.render.evidence_table import END, START, current_block, render_table, replace_block
 
 EV = Evidence(
     entry="a",

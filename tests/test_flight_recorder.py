@@ -7,7 +7,7 @@ import pickle
 
 from _repo import REPO
 
-from kb import flight_recorder as fr
+import kb.job.parsers.flight_recorder as fr
 
 FIX = REPO / "tests" / "fixtures" / "jobs"
 

@@ -10,12 +10,12 @@ PROBE = r"""
 import sys, json
 import kb
 kb.lookup("RuntimeError: CUDA error: an illegal memory access was encountered")
-from kb.cli import main
+from kb.cli.main import main
 try:
     main(["lookup", "CUDA error: an illegal memory access was encountered"])
 except SystemExit:
     pass
-heavy = [m for m in ("torch", "textual", "jsonschema", "rich", "kb.job", "kb.job_report", "kb.flight_recorder")
+heavy = [m for m in ("torch", "textual", "jsonschema", "rich", "kb.job.analyze", "kb.render.job", "kb.job.parsers.flight_recorder")
          if m in sys.modules]
 print(json.dumps(heavy), file=sys.stderr)
 """

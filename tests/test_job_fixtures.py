@@ -14,8 +14,8 @@ import sys
 import pytest
 from _repo import REPO
 
-from kb.engine import default_engine
-from kb.job_lookup import lookup_paths
+from kb.diagnosis.engine import default_engine
+from kb.job.lookup import lookup_paths
 
 JOBS = REPO / "tests" / "fixtures" / "jobs"
 

@@ -4,9 +4,11 @@ the watchdog's figures, and the scanner keeping each rank's lines apart."""
 import pytest
 from _repo import REPO
 
-from kb import consequences, torchrun_summary, watchdog
-from kb.extract import peel, scan_text
-from kb.rank_prefix import host_of, rank_in_text, rank_of, time_of
+import kb.job.consequences as consequences
+import kb.job.parsers.torchrun as torchrun_summary
+import kb.job.parsers.watchdog as watchdog
+from kb.scan.extract import peel, scan_text
+from kb.scan.prefixes import host_of, rank_in_text, rank_of, time_of
 
 FIX = REPO / "tests" / "fixtures" / "jobs"
 

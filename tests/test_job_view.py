@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from kb.engine import default_engine
-from kb.job_lookup import lookup_paths, lookup_text
+from kb.diagnosis.engine import default_engine
+from kb.job.lookup import lookup_paths, lookup_text
 
 ENGINE = default_engine()
 AGENT_HEAD = """\
@@ -428,7 +428,7 @@ def test_a_sigkill_the_agent_sent_itself_is_not_a_root():
 
 
 def test_json_shape():
-    from kb.job_report import lookup_dict
+    from kb.render.job import lookup_dict
 
     d = lookup_dict(lookup_text(ENGINE, DEVICE_ASSERT))
     assert {"matches", "suggestions", "facts", "diagnosis", "input", "warnings", "job"} <= set(d)
@@ -442,7 +442,7 @@ def test_json_shape():
 
 
 def test_jsonl_and_github_formats():
-    from kb.job_report import lookup_github, lookup_jsonl
+    from kb.render.job import lookup_github, lookup_jsonl
 
     jl = lookup_text(ENGINE, DEVICE_ASSERT)
     line = lookup_jsonl(jl)
@@ -454,15 +454,15 @@ def test_jsonl_and_github_formats():
 
 
 def test_github_escaping():
-    from kb.job_report import _esc_data, _esc_prop
+    from kb.render.job import _esc_data, _esc_prop
 
     assert _esc_data("50% a\r\nb") == "50%25 a%0D%0Ab"
     assert _esc_prop("a:b,c%") == "a%3Ab%2Cc%25"
 
 
 def test_a_large_job_reads_in_a_few_lines():
-    from kb.job_report import job_lines
-    from kb.render import Style
+    from kb.render.job import job_lines
+    from kb.render.style import Style
 
     log = "".join(
         f"[rank{r}]:[E1123 10:00:30.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kb import knowledge, paths
-from kb.knowledge import load
+import kb.knowledge.base as knowledge
+from kb import paths
+from kb.knowledge.base import load
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = (REPO / "tests" / "fixtures" / "good_entry.yaml").read_text()

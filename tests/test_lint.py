@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.knowledge import load
+from kb.knowledge.base import load
 from kb.lint import lint
 
 GOOD = (Path(__file__).parent / "fixtures" / "good_entry.yaml").read_text()

@@ -126,7 +126,7 @@ def test_a_message_pasted_without_its_exception_class_matches(engine, text, entr
 
 
 def test_a_long_log_still_reads_only_trigger_lines():
-    from kb.extract import SHORT_TEXT_BYTES, scan_text
+    from kb.scan.extract import SHORT_TEXT_BYTES, scan_text
 
     noise = "step 12 loss 0.25\n" * (SHORT_TEXT_BYTES // 16)
     s = scan_text(noise + "index out of range in self\n" + "RuntimeError: boom\n")
@@ -182,7 +182,7 @@ def _walk_back(keys, keep):
 def test_fold_tail_is_the_walk_back_loop():
     import random
 
-    from kb.extract import fold_tail
+    from kb.scan.extract import fold_tail
 
     rng = random.Random(7)
     for _ in range(300):
@@ -216,7 +216,7 @@ def test_a_message_word_wrapped_by_a_console_is_joined(engine, text, entry):
 
 
 def test_a_word_wrap_join_stops_at_a_new_record():
-    from kb.extract import scan_text
+    from kb.scan.extract import scan_text
 
     line = "RuntimeError: Expected all tensors to be on the same device, but found at least two"
     for nxt in (

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-import kb.extract as ex
+import kb.scan.extract as ex
 from kb import Engine
 
 CHUNK = 64 << 10
@@ -113,14 +113,16 @@ def test_both_searches_of_the_middle_agree(monkeypatch):
 def test_a_lookup_says_how_much_it_skimmed(small, monkeypatch):
     import functools
 
-    import kb.engine
+    import kb.diagnosis.engine
 
-    monkeypatch.setattr(kb.engine, "iter_chunks", functools.partial(ex.iter_chunks, size=CHUNK))
+    monkeypatch.setattr(
+        kb.diagnosis.engine, "iter_chunks", functools.partial(ex.iter_chunks, size=CHUNK)
+    )
     lines, root_no, *_ = long_log()
     r = Engine().lookup(io.BytesIO(("\n".join(lines) + "\n").encode()))
     assert r.best is not None and r.best.id == "cuda-illegal-memory-access"
     assert r.best.line_number == root_no
     assert r.skimmed > 0 and any("searched only for error lines" in w for w in r.warnings)
-    from kb.report import result_dict
+    from kb.render.report import result_dict
 
     assert json.loads(json.dumps(result_dict(r)))["input"]["skimmed"] == r.skimmed

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb.engine import lookup_stream, lookup_text
-from kb.extract import clean_line, iter_chunks, scan, scan_text
-from kb.knowledge import load
+from kb.diagnosis.engine import lookup_stream, lookup_text
+from kb.knowledge.base import load
+from kb.scan.extract import clean_line, iter_chunks, scan, scan_text
 
 KB = load()
 IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
@@ -78,7 +78,7 @@ def test_streaming_matches_in_memory_over_chunk_boundaries():
 
 @pytest.mark.parametrize("no_hs", ["", "1"])
 def test_both_scanners_give_the_same_lines(monkeypatch, no_hs):
-    import kb.extract as ex
+    import kb.scan.extract as ex
 
     monkeypatch.setattr(ex, "_HS_DBS", {})
     monkeypatch.setenv("KB_NO_HYPERSCAN", no_hs)
@@ -238,7 +238,7 @@ def test_empty_input():
 def test_an_explained_wording_follows_the_entry_that_explains_it():
     """'not implemented for Half' alone is a dtype error; after CUDA failed to initialise in the
     same log, the half model is on the CPU because of that, and the driver is the answer."""
-    from kb.engine import Engine
+    from kb.diagnosis.engine import Engine
 
     half = "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'"
     driver = (

@@ -41,9 +41,9 @@ def test_wheel_contents(wheel):
         assert f"kb/_data/entries/{p.parent.name}/{p.name}" in names
     assert any(n.startswith("kb/_data/evidence/") for n in names)
     assert {
-        "kb/schema.json",
+        "kb/knowledge/schema.json",
         "kb/data/cuda_codes.json",
-        "kb/cli.py",
+        "kb/cli/main.py",
         "kb/tui/__init__.py",
         "kb/tui/app.py",
         "kb/tui/app.tcss",
@@ -72,7 +72,7 @@ def test_installed_tui_imports_as_kb_tui(wheel, tmp_path):
     # `kb tui` takes it from there (the checkout's tui/ may be on the path too, through the
     # editable install's .pth): a missing file is refused by the TUI's own check, exit 2.
     run_tui = (
-        "import sys; from kb.cli import main; rc = main(['tui', '--file', sys.argv[1]]); "
+        "import sys; from kb.cli.main import main; rc = main(['tui', '--file', sys.argv[1]]); "
         "print(sorted(m for m in ('tui', 'kb.tui.app') if m in sys.modules)); sys.exit(rc)"
     )
     out = subprocess.run(
@@ -103,7 +103,7 @@ def test_kb_tui_from_the_checkout_uses_the_top_level_tui():
 
 def test_a_missing_tui_dependency_is_named_not_hidden_by_the_fallback():
     code = (
-        "import sys; sys.modules['textual'] = None; from kb.cli import main; "
+        "import sys; sys.modules['textual'] = None; from kb.cli.main import main; "
         "sys.exit(main(['tui', '--file', 'x.log']))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)

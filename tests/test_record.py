@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kb.record import FrozenInstanceError, asdict, field, fields, record, replace
+from kb.model.record import FrozenInstanceError, asdict, field, fields, record, replace
 
 
 @record(frozen=True)
@@ -123,13 +123,13 @@ def test_inherited_fields_come_first():
 
 
 def test_importing_records_does_not_import_dataclasses_or_typing():
-    code = "import sys, kb.record, kb.model; print(sorted({'dataclasses', 'inspect', 'typing'} & set(sys.modules)))"
+    code = "import sys, kb.model.record, kb.model.entry; print(sorted({'dataclasses', 'inspect', 'typing'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_entries_from_the_cache_load_their_details_on_first_read(kb_bundled):
-    """kb.model.Entry pickles its details apart; every field reads back equal, defaults too."""
+    """kb.model.entry.Entry pickles its details apart; every field reads back equal, defaults too."""
     for e in kb_bundled.entries:
         back = pickle.loads(pickle.dumps(e, protocol=pickle.HIGHEST_PROTOCOL))
         assert "_details" in back.__dict__

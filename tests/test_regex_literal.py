@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from kb.regex_literal import key_words, required_any, required_literal
+from kb.knowledge.regex_literal import key_words, required_any, required_literal
 
 PATTERNS = [
     r"Segmentation fault|SIGSEGV",

@@ -13,8 +13,8 @@ import pytest
 from _repo import REPO
 
 from kb import paths
-from kb.cli import _COMMANDS, build_parser, plain_lookup
-from kb.knowledge import gc_paused
+from kb.cli.main import _COMMANDS, build_parser, plain_lookup
+from kb.knowledge.base import gc_paused
 
 MSG = "CUDA error: an illegal memory access was encountered"
 
@@ -69,9 +69,9 @@ def test_a_one_line_lookup_loads_no_module_it_does_not_use(tmp_path):
     tempfile and random it imports); evidence per GPU kind is for show and list."""
     code = (
         "import sys\n"
-        "from kb.cli import main\n"
+        "from kb.cli.main import main\n"
         f"rc = main(['lookup', {MSG!r}])\n"
-        "unwanted = ('platformdirs', 'tempfile', 'kb.evidence_summary', 'yaml', 'rich',\n"
+        "unwanted = ('platformdirs', 'tempfile', 'kb.knowledge.evidence_summary', 'yaml', 'rich',\n"
         "            'dataclasses', 'inspect', 'typing', 'argparse', 'hashlib', 'gzip', 'threading')\n"
         "print('LOADED', [m for m in unwanted if m in sys.modules], rc)\n"
     )

@@ -23,11 +23,11 @@ from test_verify_support import (
     write_entry,
 )
 
-import kb.verify as verify
-import kb.verify_sandbox as verify_sandbox
-from kb.model import Requirements
-from kb.record import replace
-from kb.verify import (
+import kb.verify.sandbox as verify_sandbox
+import kb.verify.verifier as verify
+from kb.model.entry import Requirements
+from kb.model.record import replace
+from kb.verify.verifier import (
     CANCELLED,
     ERROR,
     FIX_FAILED,
@@ -491,7 +491,7 @@ def test_probe_torch_reads_the_child(tmp_path):
 
 def test_kb_verify_imports_neither_torch_nor_pynvml():
     code = (
-        "import sys, kb.verify, kb.verify_cli, kb.gpu; "
+        "import sys, kb.verify.verifier, kb.cli.verify, kb.verify.gpu; "
         "print(sorted(m for m in ('torch', 'pynvml') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -499,7 +499,7 @@ def test_kb_verify_imports_neither_torch_nor_pynvml():
 
 
 def test_runs_that_disagree_are_flaky_with_counts_and_exit_codes():
-    from kb.verify import FLAKY, Outcome, combine_runs
+    from kb.verify.verifier import FLAKY, Outcome, combine_runs
 
     ok = Outcome("e", verify.REPRODUCED, verify.FIX_VERIFIED, exit_code=1, fix_exit_code=0)
     crash = Outcome(

@@ -8,11 +8,11 @@ import pytest
 import yaml
 from test_verify_support import FIXTURES, H100, kb_home, write_entry  # noqa: F401
 
-import kb.gpu
 import kb.paths
-import kb.verify
-from kb.cli import main
-from kb.evidence import load_evidence
+import kb.verify.gpu
+import kb.verify.verifier
+from kb.cli.main import main
+from kb.knowledge.evidence import load_evidence
 
 ALL_FAKES = [
     "fake-fix-exit",
@@ -29,9 +29,9 @@ def fake_world(monkeypatch, tmp_path):
     """The fixtures are the bundled knowledge base; no GPU, no torch, no evidence yet."""
     monkeypatch.setattr(kb.paths, "bundled_entries_folder", lambda: str(FIXTURES))
     monkeypatch.setattr(kb.paths, "evidence_folder", lambda: str(tmp_path / "no-evidence"))
-    monkeypatch.setattr(kb.gpu, "inspect", lambda: (None, "test: no NVML"))
+    monkeypatch.setattr(kb.verify.gpu, "inspect", lambda: (None, "test: no NVML"))
     monkeypatch.setattr(
-        kb.verify, "probe_torch", lambda python, timeout=120.0: ("", "", "no torch here")
+        kb.verify.verifier, "probe_torch", lambda python, timeout=120.0: ("", "", "no torch here")
     )
     monkeypatch.delenv("KB_PATH", raising=False)
 
@@ -170,9 +170,11 @@ def test_record_writes_one_file_per_entry_that_ran(capsys, tmp_path):
 
 
 def test_record_on_a_gpu_names_the_environment_and_rewrites_in_place(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(kb.gpu, "inspect", lambda: (H100, ""))
+    monkeypatch.setattr(kb.verify.gpu, "inspect", lambda: (H100, ""))
     monkeypatch.setattr(
-        kb.verify, "probe_torch", lambda python, timeout=120.0: ("2.11.0+cu130", "13.0", "")
+        kb.verify.verifier,
+        "probe_torch",
+        lambda python, timeout=120.0: ("2.11.0+cu130", "13.0", ""),
     )
     root = tmp_path / "evidence"
     for _ in range(2):  # the same GPU and torch: the same file, replaced, no leftovers
@@ -192,7 +194,9 @@ def test_record_on_a_gpu_names_the_environment_and_rewrites_in_place(capsys, tmp
 
 def test_record_without_a_place_exits_2_before_running(capsys, monkeypatch):
     monkeypatch.setattr(kb.paths, "repo_evidence_dir", lambda: None)
-    monkeypatch.setattr(kb.verify, "verify_many", lambda *a, **k: pytest.fail("ran anyway"))
+    monkeypatch.setattr(
+        kb.verify.verifier, "verify_many", lambda *a, **k: pytest.fail("ran anyway")
+    )
     code, _, err = run(capsys, "--record", "fake-illegal-access")
     assert code == 2 and "--evidence-dir" in err
 
@@ -255,7 +259,7 @@ def test_a_skip_reason_is_said_once_with_its_entries(capsys, tmp_path, monkeypat
 
 
 def test_default_parallelism_is_half_the_cores_capped_at_8():
-    from kb.verify_cli import default_jobs
+    from kb.cli.verify import default_jobs
 
     assert default_jobs(16) == 8
     assert default_jobs(64) == 8

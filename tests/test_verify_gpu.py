@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from kb import gpu
+import kb.verify.gpu as gpu
 
 
 class _Mem:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kb.gpu import GpuDevice, GpuInfo
-from kb.knowledge import load
-from kb.verify import Environment
+from kb.knowledge.base import load
+from kb.verify.gpu import GpuDevice, GpuInfo
+from kb.verify.verifier import Environment
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verify" / "fake"
 NO_GPU = Environment(

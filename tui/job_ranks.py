@@ -1,7 +1,7 @@
 """A job's ranks as the TUI lists them: one row per rank, the root cause first, each row with the
 lookup of its own line (the entry it names and the diagnosis of that line's numbers).
 
-Built from kb's job lookup (Engine.lookup_job: a folder of per-rank logs, torchrun's --log-dir, a
+Built from kb's job lookup (kb.lookup_job: a folder of per-rank logs, torchrun's --log-dir, a
 `kb run` folder, or one log whose lines carry rank prefixes). Blocking, since every rank's line is
 looked up, so the app calls `job_of` from a worker thread. Nothing here imports Textual.
 """
@@ -126,7 +126,7 @@ def shorter(path: str) -> str:
 
 
 def job_of(engine: Engine, looked, top: int) -> JobInfo | None:
-    """The job view of an Engine.lookup_job result; None when the input is one process's log.
+    """The job view of an kb.lookup_job result; None when the input is one process's log.
     Looks up each rank's line on its own (once per distinct line)."""
     job = looked.job
     if job is None:

@@ -1,5 +1,5 @@
 """The TUI's one lookup call: typed text through kb.Engine.lookup; a log file or a job's folder
-through kb.Engine.lookup_job, which gives a job view beside the result when the input holds
+through kb.lookup_job, which gives a job view beside the result when the input holds
 several ranks (a folder of per-rank logs, torchrun's --log-dir, one log with rank prefixes).
 
 Blocking (a log can be gigabytes), so the app calls it from a worker thread. Nothing here
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kb import Engine, LookupResult
+from kb import Engine, LookupResult, lookup_job
 
 from .job_ranks import JobInfo, job_of
 from .log_source import READ_ERRORS, human_size, open_tolerant, problem
@@ -35,7 +35,7 @@ def look_up(
     if isinstance(target, str):
         return engine.lookup(normalize_paste(target), top=top), None
     try:
-        looked = engine.lookup_job([str(target)], top=top)
+        looked = lookup_job([str(target)], top=top, engine=engine)
     except Exception as e:
         if target.is_dir():  # nothing else reads a folder: say why in words
             raise LookupFailed(str(e) or type(e).__name__) from e

@@ -39,7 +39,7 @@ def _tui_env(tmp_path, monkeypatch):
 def _attributes_only(monkeypatch):
     """The TUI reads entry records by attribute: the dict-style shim kept for older scripts
     refuses every read while the TUI tests run."""
-    from kb.model import _ReadLikeADict
+    from kb.model.entry import _ReadLikeADict
 
     def refuse(self, *a, **k):
         raise AssertionError(f"dict-style read of {type(self).__name__} in the TUI")
@@ -51,8 +51,8 @@ def _attributes_only(monkeypatch):
 @pytest.fixture
 def fake_kb():
     from kb import Evidence, KnowledgeBase
-    from kb.knowledge import load
-    from kb.record import replace
+    from kb.knowledge.base import load
+    from kb.model.record import replace
 
     loaded = load([str(FIXTURES / "local")], bundled=[FIXTURES / "entries"], use_cache=False)
     # Paths shown on screen (the local-entry confirmation names the file) are made the same in
@@ -86,7 +86,7 @@ def job_kb():
     """The fake entries, plus two for the job view: the launcher's line for a rank killed by a
     signal, and a peer's reset connection (the two ranks of tests/fixtures/jobs/cpu-sigkill)."""
     from kb import KnowledgeBase
-    from kb.knowledge import load
+    from kb.knowledge.base import load
 
     loaded = load(bundled=[FIXTURES / "entries", FIXTURES / "job-entries"], use_cache=False)
     assert not loaded.problems, loaded.problems

@@ -589,7 +589,7 @@ def no_probe_env():
 
 def test_kb_never_imports_tui():
     code = (
-        "import sys, kb.cli, kb.engine, kb.verify, kb.render, kb.report; "
+        "import sys, kb.cli.main, kb.diagnosis.engine, kb.verify.verifier, kb.render.style, kb.render.report; "
         "print([m for m in sys.modules if m.split('.')[0] in ('tui', 'textual')])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -828,13 +828,15 @@ def test_job_lookups_run_in_workers(job_kb, gpu, monkeypatch):
 
     main = threading.get_ident()
     where = []
-    real = tui_app.Engine.lookup_job
+    import tui.lookup as tui_lookup
 
-    def recording(self, paths, **kw):
+    real = tui_lookup.lookup_job
+
+    def recording(paths, **kw):
         where.append("main" if threading.get_ident() == main else "worker")
-        return real(self, paths, **kw)
+        return real(paths, **kw)
 
-    monkeypatch.setattr(tui_app.Engine, "lookup_job", recording)
+    monkeypatch.setattr(tui_lookup, "lookup_job", recording)
 
     async def go():
         app = create_app(kb=job_kb, environment=gpu, log=SIGKILL_JOB)

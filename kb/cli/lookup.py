@@ -1,0 +1,124 @@
+"""`kb lookup`: read the input safely, run the lookup, print for people or machines.
+
+Inputs: one error text (quoted), --stdin, or log files and folders (positional or --file, any
+number). Several files, or a folder, are one job (a job's per-rank logs, torchrun's --log-dir, a
+`kb run` folder); --batch looks each one up on its own instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from kb import exit_codes
+from kb.diagnosis.engine import default_engine
+from kb.job.lookup import InputError, JobLookup, lookup_paths, lookup_stream, lookup_text
+from kb.render.style import Style, use_color
+
+_LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".json")
+
+
+def _as_paths(args) -> tuple[list[str] | None, str | None]:
+    """(paths, None) for file inputs, (None, None) for a text, or (None, error)."""
+    inputs = list(args.inputs or [])
+    files = list(args.file or [])
+    if args.stdin and (inputs or files):
+        return None, "--stdin reads standard input only; give files or --stdin, not both"
+    for f in files:
+        if os.path.isdir(f):
+            return None, f"{f} is a folder, not a log file (give a job's folder without --file)"
+        if not os.path.exists(f):
+            return None, f"no such file: {f}"
+    if files or len(inputs) > 1:
+        return inputs + files, None
+    if len(inputs) == 1:
+        one = inputs[0]
+        if os.path.exists(one):
+            return [one], None
+        # A path that is not there is a mistake worth saying; an error message is never one word
+        # ending in .log.
+        if not any(c.isspace() for c in one) and (os.sep in one or one.endswith(_LOG_SUFFIXES)):
+            return None, f"no such file: {one}"
+    return None, None
+
+
+def _read(args, engine) -> tuple[list[tuple[str | None, JobLookup]], str | None]:
+    """[(input name, lookup)]: one for the input, or one per input with --batch."""
+    paths, err = _as_paths(args)
+    if err:
+        return [], err
+    top = args.top
+    try:
+        if paths is not None:
+            if args.batch:
+                return [(p, lookup_paths(engine, [p], top=top)) for p in paths], None
+            return [(None, lookup_paths(engine, paths, top=top))], None
+        if args.stdin:
+            if sys.stdin is None:
+                return [], "no standard input"
+            return [(None, lookup_stream(engine, sys.stdin.buffer, top=top))], None
+    except InputError as e:
+        return [], str(e)
+    if not args.inputs:
+        return [], "give the error text, --stdin or log files (see kb lookup --help)"
+    # Arguments that were not valid UTF-8 arrive as surrogate escapes; keep their bytes.
+    return [
+        (None, lookup_text(engine, args.inputs[0].encode("utf-8", "surrogateescape"), top=top))
+    ], None
+
+
+def run_lookup(args) -> int:
+    if args.top < 1:
+        print("kb: --top must be at least 1", file=sys.stderr)
+        return exit_codes.USAGE
+    engine = default_engine(args.kb_dir)
+    looked, err = _read(args, engine)
+    if err:
+        print(f"kb: {err}", file=sys.stderr)
+        return exit_codes.USAGE
+    kb = engine.knowledge
+    for p in kb.problems:
+        print(f"kb: {p}", file=sys.stderr)  # a broken entry of the user's is named, not hidden
+    for w in dict.fromkeys(w for _, jl in looked for w in jl.result.warnings):
+        print(f"kb: warning: {w}", file=sys.stderr)
+    fmt = args.format or ("json" if args.json else "text")
+    sys.stdout.write(render(looked, fmt, kb, batch=args.batch))
+    return exit_codes.OK if any(jl.result.matches for _, jl in looked) else exit_codes.NOT_FOUND
+
+
+def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: bool = False) -> str:
+    from kb.render.report import result_dict, result_markdown, result_text
+
+    plain = (
+        not batch and len(looked) == 1 and looked[0][1].job is None and len(looked[0][1].paths) <= 1
+    )
+    if plain and fmt in ("text", "json", "markdown"):
+        # One process's log: the single-result renderings, without the job modules.
+        r = looked[0][1].result
+        if fmt == "json":
+            return json.dumps(result_dict(r), indent=2, ensure_ascii=False) + "\n"
+        return (
+            result_markdown(r, kb) if fmt == "markdown" else result_text(r, kb, Style(use_color()))
+        )
+    import kb.render.job as job_report
+
+    if fmt == "jsonl":
+        return "".join(job_report.lookup_jsonl(jl, name) for name, jl in looked)
+    if fmt == "github":
+        return "".join(job_report.lookup_github(jl) for _, jl in looked)
+    if fmt == "json":
+        docs = [job_report.lookup_dict(jl) for _, jl in looked]
+        if batch:
+            for (name, _), d in zip(looked, docs):
+                d["input"]["name"] = name
+        return json.dumps(docs if batch else docs[0], indent=2, ensure_ascii=False) + "\n"
+    out = []
+    for name, jl in looked:
+        if batch:
+            out.append(f"==> {name} <==\n")
+        if fmt == "markdown":
+            out.append(job_report.lookup_markdown(jl, kb))
+        else:
+            out.append(job_report.lookup_text(jl, kb, Style(use_color())))
+    return "\n".join(out) if batch else "".join(out)

@@ -1,0 +1,488 @@
+"""The `kb` command. Thin: parse arguments, call the library, print, return an exit code.
+
+argparse rather than a third-party CLI library: it is made for the job and costs ~5 ms to import,
+and `kb lookup` must start in a few tens of milliseconds. It is imported only when a command line
+needs it: `kb lookup TEXT...` with no option is read without it (plain_lookup).
+
+Exit codes: kb/exit_codes.py, the one place they are defined.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from kb.errors import KbError
+from kb.exit_codes import INTERRUPTED as EXIT_INTERRUPTED
+from kb.exit_codes import NOT_FOUND as EXIT_NOTFOUND
+from kb.exit_codes import OK as EXIT_OK
+from kb.exit_codes import USAGE as EXIT_USAGE
+from kb.version import __version__
+
+TYPE_CHECKING = False  # argparse and typing stay unimported on a plain lookup's path
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import NoReturn
+
+
+def _parser_class() -> type[argparse.ArgumentParser]:
+    import argparse
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str):  # argparse's own exit code is 2 too; keep its message short
+            self.print_usage(sys.stderr)
+            print(f"kb: error: {message}", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE)
+
+    return _Parser
+
+
+def _fmt(examples: str):
+    import argparse
+
+    return argparse.RawDescriptionHelpFormatter, "examples:\n" + examples
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `only`, just that subcommand's (what `main` parses with once it
+    knows the command: argparse builds a formatter for every argument it adds, and `kb lookup`
+    is timed in milliseconds)."""
+    import argparse
+
+    _Parser = _parser_class()
+    p = _Parser(
+        prog="kb",
+        description="Name PyTorch / CUDA failures from raw logs, and prove the "
+        "knowledge base on your GPU.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog='examples:\n  kb lookup "CUDA error: an illegal memory access was encountered"\n'
+        "  python train.py 2>&1 | kb lookup --stdin\n  kb show cuda-oom\n  kb verify",
+    )
+    p.add_argument("--version", action="version", version=f"kb {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (help, examples, func, add_arguments) in _COMMANDS.items():
+        if only is not None and name != only:
+            continue
+        fc, ep = _fmt(examples)
+        sp = sub.add_parser(name, help=help, description=help, formatter_class=fc, epilog=ep)
+        sp.add_argument(
+            "--kb-dir",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="an extra folder of your own entries (repeatable; also KB_PATH)",
+        )
+        sp.set_defaults(func=func)
+        add_arguments(sp)
+    return p
+
+
+def _load(args):
+    from kb.knowledge.base import load
+
+    return load(args.kb_dir)
+
+
+def _print_json(obj) -> None:
+    import json  # not on the path of a plain-text lookup
+
+    json.dump(obj, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+# ---------------------------------------------------------------- commands
+def _cmd_lookup(args) -> int:
+    from kb.cli.lookup import run_lookup
+
+    return run_lookup(args)
+
+
+def _cmd_run(args) -> int:
+    from kb.cli.run import run_command
+
+    return run_command(args)
+
+
+def _cmd_show(args) -> int:
+    import kb.render.style as render
+
+    kb = _load(args)
+    entry = kb.get(args.id)
+    if entry is None:
+        close = kb.closest_ids(args.id)
+        hint = f" Did you mean: {', '.join(close)}?" if close else " See `kb list`."
+        print(f"kb: no entry '{args.id}'.{hint}", file=sys.stderr)
+        return EXIT_NOTFOUND
+    from kb.knowledge.evidence_summary import gpu_kinds
+
+    evs = kb.evidence_for(entry.id)
+    kinds = gpu_kinds(kb.evidence)  # so the entry says which GPUs have not seen it yet
+    if args.json:
+        _print_json(render.entry_dict(entry, evs))
+    elif args.markdown:
+        sys.stdout.write(render.entry_markdown(entry, evs, kinds))
+    else:
+        render.print_entry(entry, evs, kinds=kinds)
+    return EXIT_OK
+
+
+def _cmd_list(args) -> int:
+    from kb.cli.listing import run_list
+
+    return run_list(args)
+
+
+def _cmd_lint(args) -> int:
+    import kb.render.style as render
+    from kb.knowledge.base import load
+    from kb.lint import lint
+
+    if args.paths:
+        missing = [p for p in args.paths if not os.path.exists(p)]
+        if missing:
+            print(f"kb: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+            return EXIT_USAGE
+        from pathlib import Path
+
+        kb = load(args.kb_dir, bundled=[Path(p) for p in args.paths], use_cache=False)
+    else:
+        kb = load(args.kb_dir, use_cache=False)
+    problems = lint(kb)
+    if args.json:
+        _print_json(
+            {"entries": len(kb.entries), "problems": [render.problem_dict(p) for p in problems]}
+        )
+    else:
+        render.print_problems(problems)
+        n = len(kb.entries)
+        print(
+            f"{n} entr{'y' if n == 1 else 'ies'} checked, {len(problems)} problem(s)",
+            file=sys.stderr if problems else sys.stdout,
+        )
+    return EXIT_NOTFOUND if problems else EXIT_OK
+
+
+def _cmd_code(args) -> int:
+    from kb.cli.code import run_code
+
+    return run_code(args)
+
+
+def _cmd_index(args) -> int:
+    from kb import paths
+    from kb.knowledge.index import ensure_index
+
+    kb = _load(args)
+    try:
+        path, built = ensure_index(kb, force=args.rebuild)
+    except OSError as e:
+        print(
+            f"kb: cannot write the full-text index in {paths.state_dir()}: {e.strerror or e} "
+            f"(set KB_HOME to a writable folder)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    print(f"index {'built' if built else 'is fresh'}: {path} ({len(kb.entries)} entries)")
+    return EXIT_OK
+
+
+def _cmd_verify(args) -> int:
+    from kb.cli.verify import run_verify
+
+    return run_verify(args)
+
+
+def _load_tui() -> Callable[[argparse.Namespace], int]:
+    """run_app from kb.tui (an installed wheel ships the TUI there), else from the top-level
+    tui package (a source checkout, where tui/ sits beside kb/). A module the TUI itself needs
+    and lacks (textual) is not hidden by the fallback."""
+    import importlib
+
+    for name in ("kb.tui.app", "tui.app"):
+        try:
+            return importlib.import_module(name).run_app
+        except ModuleNotFoundError as e:
+            if e.name not in (name, name.rpartition(".")[0]):
+                raise
+    raise ModuleNotFoundError("no module named kb.tui or tui", name="kb.tui")
+
+
+def _cmd_tui(args) -> int:
+    try:
+        run_app = _load_tui()
+    except ImportError as e:
+        print(f"kb: the TUI is not available: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_app(args)
+
+
+# ---------------------------------------------------------------- arguments of each command
+def _args_lookup(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="TEXT|PATH",
+        help="the error text (quote it), or log files and folders of one job",
+    )
+    sp.add_argument("--stdin", action="store_true", help="read the log from standard input")
+    sp.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a log file (.gz too); repeat it for a job's per-rank logs",
+    )
+    sp.add_argument(
+        "--batch",
+        action="store_true",
+        help="look up each file (a folder: each job) on its own, one result per input",
+    )
+    sp.add_argument(
+        "--json", action="store_true", help="machine-readable output (see docs/json.md)"
+    )
+    sp.add_argument(
+        "--format",
+        choices=["text", "json", "jsonl", "markdown", "github"],
+        default=None,
+        help="jsonl: one object a line (per input with --batch); github: ::error annotations",
+    )
+    sp.add_argument(
+        "--top", type=int, default=3, metavar="N", help="show at most N matches (default 3)"
+    )
+
+
+def _args_run(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--run-dir",
+        metavar="DIR",
+        help="where the output, error files and trace dumps go (default ./kb-runs/<time>)",
+    )
+    sp.add_argument(
+        "--json", metavar="FILE", help="on failure, also write the diagnosis as JSON to FILE"
+    )
+    sp.add_argument("argv", nargs="...", metavar="-- COMMAND ...")  # argparse.REMAINDER
+
+
+def _args_show(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("id")
+    g = sp.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true")
+    g.add_argument("--markdown", action="store_true", help="pasteable into a bug report")
+
+
+def _args_list(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--json", action="store_true")
+
+
+def _args_lint(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "paths", nargs="*", metavar="PATH", help="entry files or folders (default: all entries)"
+    )
+    sp.add_argument("--json", action="store_true")
+
+
+def _args_code(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("code", help="a number, or a cudaError*/CUDA_ERROR_* name")
+    sp.add_argument("--json", action="store_true")
+
+
+def _args_index(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--rebuild", action="store_true", help="rebuild even when it is fresh")
+
+
+def _args_verify(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("ids", nargs="*", metavar="ID")
+    sp.add_argument("--area", action="append", default=[])
+    sp.add_argument("--tag", action="append", default=[])
+    sp.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PATH",
+        help="the interpreter that has torch (default: this one)",
+    )
+    sp.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="repros run side by side (default: half the CPU cores, at most 8; "
+        "memory-hungry ones always run alone)",
+    )
+    sp.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run every repro and fix check N times; runs that disagree are 'flaky'",
+    )
+    sp.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="per-entry timeout in seconds (default: the entry's own, else 120)",
+    )
+    sp.add_argument("--record", action="store_true", help="write evidence records into the repo")
+    sp.add_argument(
+        "--evidence-dir",
+        metavar="DIR",
+        help="where --record writes (default: the repo's evidence/)",
+    )
+    sp.add_argument(
+        "--trust", action="store_true", help="also run repros of your own (local) entries"
+    )
+    sp.add_argument("--json", action="store_true")
+
+
+def _args_tui(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "path", nargs="?", metavar="PATH", help="a log file, or a job's folder (its ranks' logs)"
+    )
+    sp.add_argument("--file", metavar="PATH", help="a log file")
+
+
+# name -> (help, examples, what runs it, its arguments), in the order `kb --help` lists them
+_COMMANDS: dict[
+    str,
+    tuple[str, str, Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None]],
+] = {
+    "lookup": (
+        "Find the entry for an error message, a whole log, or a whole job.",
+        '  kb lookup "CUDA error: device-side assert triggered"\n'
+        "  kubectl logs trainer-0 | kb lookup --stdin --json\n  kb lookup --file run.log.gz --top 3\n"
+        "  kb lookup logs/rank*.log            # one job: the root rank and the others' part\n"
+        "  kb lookup /tmp/torchelastic_x/      # torchrun --log-dir, error files, trace dumps\n"
+        "  kb lookup --batch --format jsonl ci-logs/*.log",
+        _cmd_lookup,
+        _args_lookup,
+    ),
+    "run": (
+        "Run a command (python, torchrun, srun...), and diagnose it if it fails.",
+        "  kb run -- torchrun --nproc_per_node=8 train.py\n"
+        "  kb run --run-dir runs/exp1 --json diagnosis.json -- python train.py\n"
+        "  srun kb run -- python train.py",
+        _cmd_run,
+        _args_run,
+    ),
+    "show": (
+        "Show one entry in full.",
+        "  kb show cuda-oom\n  kb show cuda-oom --markdown > issue.md",
+        _cmd_show,
+        _args_show,
+    ),
+    "list": (
+        "List the entries.",
+        "  kb list\n  kb list --json | jq '.[].id'",
+        _cmd_list,
+        _args_list,
+    ),
+    "lint": (
+        "Check entry files: schema, regexes, examples, ids.",
+        "  kb lint\n  kb lint my-entries/\n  kb lint --json entries/cuda/cuda-oom.yaml",
+        _cmd_lint,
+        _args_lint,
+    ),
+    "code": (
+        "Explain a CUDA error code in every numbering era.",
+        "  kb code 700\n  kb code 4\n  kb code cudaErrorAssert",
+        _cmd_code,
+        _args_code,
+    ),
+    "index": (
+        "Build or rebuild the full-text index.",
+        "  kb index --rebuild",
+        _cmd_index,
+        _args_index,
+    ),
+    "verify": (
+        "Run entries' repros on this machine's GPU and check them with the lookup.",
+        "  kb verify\n  kb verify cuda-oom cuda-device-side-assert -j 4\n"
+        "  kb verify --record --json > verify.json",
+        _cmd_verify,
+        _args_verify,
+    ),
+    "tui": (
+        "Interactive: paste an error, read the diagnosis, run the repro.",
+        "  kb tui\n  kb tui train.log\n  kb tui runs/exp1      # a job's folder: its ranks, the root cause first\n"
+        "  python train.py 2>&1 | kb tui",
+        _cmd_tui,
+        _args_tui,
+    ),
+}
+
+
+def plain_lookup(argv: list[str]):
+    """What argparse makes of `kb lookup TEXT...` when no word is an option, made without it.
+
+    The most common command, and the one timed against `python -c pass`: argparse's import,
+    the gettext and locale it loads and the formatter it builds (which imports shutil) cost a
+    fifth of a cold lookup. Any word starting with '-' (an option, '--', '-' for stdin) goes
+    through argparse as before; tests/test_startup.py holds the two results equal."""
+    if len(argv) < 2 or argv[0] != "lookup" or any(w.startswith("-") for w in argv[1:]):
+        return None
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        command="lookup",
+        kb_dir=[],
+        func=_cmd_lookup,
+        inputs=list(argv[1:]),
+        stdin=False,
+        file=[],
+        batch=False,
+        json=False,
+        format=None,
+        top=3,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = plain_lookup(argv)
+    if args is None:
+        # The command is always the first word (kb's own options are --help and --version only).
+        parser = build_parser(only=argv[0] if argv and argv[0] in _COMMANDS else None)
+        args = parser.parse_args(argv)
+        if not getattr(args, "command", None):
+            parser.print_help()
+            return EXIT_USAGE
+    missing = [d for d in getattr(args, "kb_dir", None) or [] if not os.path.isdir(d)]
+    if missing:
+        print(f"kb: --kb-dir {missing[0]}: no such folder", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        rc = args.func(args)
+        sys.stdout.flush()
+        return rc
+    except KbError as e:
+        print(f"kb: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("kb: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `kb show ID | head -1`: the reader went away, which is no error. Point stdout at
+        # /dev/null so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+
+
+def run() -> NoReturn:
+    """The `kb` command (console script and `python -m kb`): main(), then exit.
+
+    Before exiting, every object is moved out of the garbage collector's reach (gc.freeze):
+    the interpreter's last collection would otherwise walk the whole loaded knowledge base, a
+    fifth of a one-line lookup's time, to find nothing. Only here, never in main(), which
+    programs and tests call in their own long-lived processes."""
+    rc = main()
+    import gc
+
+    gc.freeze()
+    sys.exit(rc)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

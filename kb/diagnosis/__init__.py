@@ -1,0 +1,1 @@
+"""One stream's lookup: signatures, codes, facts, diagnosis, order of matches."""

@@ -1,0 +1,1 @@
+"""Readers of the files a job leaves beside its logs."""

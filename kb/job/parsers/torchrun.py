@@ -1,0 +1,150 @@
+"""torchrun's own account of a failed job: the Failures / Root Cause summary of ChildFailedError,
+and its agent's log lines. Facts (rank, exit code, signal, error file, time), not verdicts: the
+"Root Cause (first observed failure)" is the rank torchrun saw fail first, which is often the
+victim of a timeout rather than its cause.
+
+The formats, from torch/distributed/elastic/multiprocessing/errors/__init__.py
+(_FAILURE_FORMAT_TEMPLATE, _MSG_FORMAT_TEMPLATE):
+
+    Failures:
+    [1]:
+      time      : 2026-11-23_02:59:05
+      host      : node-1
+      rank      : 1 (local_rank: 1)
+      exitcode  : -15 (pid: 1825)  (SIGTERM)
+      error_file: <N/A>
+      traceback : Signal 15 (SIGTERM) received by PID 1825
+    ------------------------------------------------------------
+    Root Cause (first observed failure):
+    [0]:
+      ...
+      traceback : Traceback (most recent call last):
+        File "train.py", line 12, in main
+      RuntimeError: ...
+
+and from torch/distributed/elastic/multiprocessing/api.py:
+    "failed (exitcode: -9) local_rank: 1 (pid: 4367) of binary: /usr/bin/python3"
+    "Sending process 4366 closing signal SIGTERM"
+    "Unable to shutdown process 4366 via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL"
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+from kb.model.record import field, record
+
+_INDEX = re.compile(r"^\s*\[(\d+)\]:\s*$")
+_FIELD = re.compile(r"^\s{1,4}(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+_RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(-?\d+)\)")
+_EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)\s*(?:\((SIG\w+)\))?")
+_BORDER = re.compile(r"^\s*(?:-{8,}|={8,})\s*$")
+_LABEL = re.compile(r"^\d{1,5}: ")  # srun --label on every line
+_FORCED = re.compile(r"Unable to shutdown process (\d+) via \S+, forcefully exiting via \S*SIGKILL")
+
+
+@record
+class Failure:
+    rank: int
+    local_rank: int | None = None
+    host: str | None = None
+    time: str | None = None  # as torchrun printed it: 2026-11-23_02:59:05 (local time)
+    exitcode: int | None = None
+    pid: int | None = None
+    signal: str | None = None  # SIGTERM, SIGKILL... when the exit code is a signal
+    error_file: str | None = None  # None for <N/A>
+    traceback: str = ""
+    root: bool = False  # torchrun's "Root Cause (first observed failure)"
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
+
+    @property
+    def signum(self) -> int | None:
+        return -self.exitcode if self.exitcode is not None and self.exitcode < 0 else None
+
+
+@record
+class Summary:
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def root(self) -> Failure | None:
+        return next((f for f in self.failures if f.root), None)
+
+    def by_rank(self) -> dict[int, Failure]:
+        return {f.rank: f for f in self.failures}
+
+
+def parse(block: str) -> Summary:
+    """The failures in the text after "ChildFailedError:"; an empty Summary when there are none."""
+    out = Summary()
+    cur: Failure | None = None
+    in_root = False
+    in_tb = False
+    for raw in block.splitlines():
+        line = _LABEL.sub("", raw.rstrip("\r"), count=1)
+        if "Root Cause (first observed failure)" in line:
+            in_root, cur, in_tb = True, None, False
+            continue
+        if _BORDER.match(line):
+            cur, in_tb = None, False
+            continue
+        m = _INDEX.match(line)
+        if m:
+            cur = Failure(rank=-1, root=in_root)
+            out.failures.append(cur)
+            in_tb = False
+            continue
+        if cur is None:
+            continue
+        if in_tb:
+            # traceback is the template's last field; its lines were indented by two more spaces.
+            cur.traceback += "\n" + (line[2:] if line.startswith("  ") else line)
+            continue
+        m = _FIELD.match(line)
+        if m:
+            key, val = m.group(1), m.group(2).strip()
+            in_tb = key == "traceback"
+            if key == "rank":
+                r = _RANK.search(val)
+                if r:
+                    cur.rank, cur.local_rank = int(r.group(1)), int(r.group(2))
+            elif key == "exitcode":
+                e = _EXIT.search(val)
+                if e:
+                    cur.exitcode, cur.pid = int(e.group(1)), int(e.group(2))
+                    cur.signal = e.group(3) or _signal_name(cur.exitcode)
+            elif key == "error_file":
+                cur.error_file = None if val in ("<N/A>", "") else val
+            elif key == "traceback":
+                cur.traceback = val
+            elif key == "time":
+                cur.time = val
+            elif key == "host":
+                cur.host = val
+    out.failures = [f for f in out.failures if f.rank >= 0]
+    for f in out.failures:
+        f.traceback = f.traceback.strip()
+    return out
+
+
+def _signal_name(exitcode: int | None) -> str | None:
+    if exitcode is None or exitcode >= 0:
+        return None
+    try:
+        return signal.Signals(-exitcode).name
+    except ValueError:
+        return None
+
+
+def forced_kills(texts) -> set[int]:
+    """PIDs the agent SIGKILLed after they ignored its SIGTERM: their SIGKILL is its doing."""
+    out = set()
+    for t in texts:
+        if "forcefully exiting" in t:
+            m = _FORCED.search(t)
+            if m:
+                out.add(int(m.group(1)))
+    return out

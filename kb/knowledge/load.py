@@ -1,0 +1,409 @@
+"""Find, load and validate entry files.
+
+Every problem names the file, line and column, a stable check code and what to do. A broken file
+never stops the others from loading. Checks that need the matcher (an example that does not
+match its own entry...) live in lint.py; these are the ones a file can fail on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import yaml
+
+from kb.knowledge.regex_literal import (
+    backtracking_risk,
+    key_words,
+    leading_literal,
+    required_any,
+    required_literal,
+)
+from kb.model.entry import (
+    Cause,
+    Code,
+    Diagnostic,
+    Entry,
+    Fix,
+    NearMiss,
+    NotReproducible,
+    Problem,
+    Program,
+    Reference,
+    Repro,
+    Requirements,
+    Signature,
+)
+from kb.model.record import record
+from kb.paths import entry_files
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
+
+_Loader: type[yaml.CSafeLoader] | type[yaml.SafeLoader]
+try:
+    _Loader = yaml.CSafeLoader  # about 8x faster than the pure-Python loader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+MAX_ENTRY_BYTES = 1 << 20  # an entry is a page of YAML; anything this big is a mistake
+
+# Stable check codes: users and CI scripts grep for them.
+CHECKS = {
+    "KB001": "file cannot be read as UTF-8 text",
+    "KB002": "file is not valid YAML",
+    "KB003": "document is not a mapping",
+    "KB004": "entry does not follow the schema",
+    "KB005": "id does not equal the file name",
+    "KB006": "duplicate id",
+    "KB007": "signature regex does not compile",
+    "KB008": "signature can match the empty string",
+    "KB009": "match example does not match its own entry",
+    "KB010": "no_match example matches the entry",
+    "KB011": "repro expects a signature id that does not exist",
+    "KB012": "file is too large to be an entry",
+    "KB013": "duplicate signature id in one entry",
+    "KB014": "code is not in the CUDA code table",
+    "KB015": "not_reproducible names a signature id that does not exist",
+    "KB016": "signature is not exercised by any match example",
+    "KB017": "no_match example belongs to an entry that does not exist",
+    "KB018": "signature is prone to catastrophic backtracking",
+}
+
+_SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+@record
+class LoadResult:
+    entries: list[Entry]
+    problems: list[Problem]
+    unsettled: bool = False  # a broken file was modified just now: maybe still being written
+
+
+def _validator():
+    # jsonschema costs ~80 ms to import: only paid when entries are (re)validated, never on a
+    # cached lookup.
+    import jsonschema
+
+    schema = json.loads(_SCHEMA_PATH.read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+_VALIDATOR = None
+
+
+def _locate(node: yaml.Node | None, path: Iterable[Any]) -> tuple[int, int]:
+    """Line and column (1-based) of the YAML node at a JSON path, as close as it exists."""
+    if node is None:
+        return 1, 1
+    best = node
+    for key in path:
+        nxt = None
+        if isinstance(best, yaml.MappingNode):
+            for k, v in best.value:
+                if getattr(k, "value", None) == key:
+                    nxt = v
+                    break
+        elif isinstance(best, yaml.SequenceNode) and isinstance(key, int) and key < len(best.value):
+            nxt = best.value[key]
+        if nxt is None:
+            break
+        best = nxt
+    return best.start_mark.line + 1, best.start_mark.column + 1
+
+
+def _schema_message(err) -> str:
+    where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+    msg = err.message
+    if len(msg) > 200:
+        msg = msg[:200] + "..."
+    return f"{where}: {msg}"
+
+
+def load_file(
+    path: Path, local: bool = False, raw: bytes | None = None
+) -> tuple[Entry | None, list[Problem]]:
+    """Load one entry file. Returns (entry or None, problems)."""
+    global _VALIDATOR
+    p = str(path)
+
+    def problem(code: str, msg: str, line: int = 1, col: int = 1, hint: str = "") -> Problem:
+        return Problem(p, line, col, code, msg, hint)
+
+    try:
+        size = path.stat().st_size
+        if size > MAX_ENTRY_BYTES:
+            return None, [
+                problem(
+                    "KB012",
+                    f"{size} bytes; an entry is at most {MAX_ENTRY_BYTES}",
+                    hint="is this really an entry file? move it out of the entries folder",
+                )
+            ]
+        if raw is None:
+            raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = e.object[: e.start].count(b"\n") + 1  # e.object: the bytes being decoded
+        return None, [
+            problem(
+                "KB001", f"invalid UTF-8 at byte {e.start}", line, hint="save the file as UTF-8"
+            )
+        ]
+    except OSError as e:
+        return None, [problem("KB001", f"cannot read: {e.strerror or e}")]
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        return None, [problem("KB001", "NUL byte in file", line, hint="entry files are plain text")]
+
+    try:
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        what = getattr(e, "problem", None) or str(e)
+        return None, [
+            problem(
+                "KB002",
+                f"invalid YAML: {what}",
+                line,
+                col,
+                hint="check indentation and quoting; regexes are safest in single quotes",
+            )
+        ]
+
+    if not isinstance(data, dict):
+        kind = type(data).__name__ if data is not None else "empty"
+        return None, [
+            problem(
+                "KB003",
+                f"top level is {kind}, expected a mapping of fields",
+                hint="an entry starts with 'id: ...'",
+            )
+        ]
+
+    if _VALIDATOR is None:
+        _VALIDATOR = _validator()
+    problems: list[Problem] = []
+    for err in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        line, col = _locate(node, err.absolute_path)
+        problems.append(
+            problem(
+                "KB004",
+                _schema_message(err),
+                line,
+                col,
+                hint="see kb/knowledge/schema.json for the fields an entry holds",
+            )
+        )
+    if problems:
+        return None, problems
+
+    if data["id"] != path.stem:
+        line, col = _locate(node, ["id"])
+        problems.append(
+            problem(
+                "KB005",
+                f"id '{data['id']}' but file is '{path.name}'",
+                line,
+                col,
+                hint=f"rename the file to {data['id']}.yaml or fix the id",
+            )
+        )
+
+    sigs: list[Signature] = []
+    seen_sig: set[str] = set()
+    for i, s in enumerate(data["signatures"]):
+        line, col = _locate(node, ["signatures", i, "pattern"])
+        if s["id"] in seen_sig:
+            problems.append(problem("KB013", f"signature id '{s['id']}' appears twice", line, col))
+        seen_sig.add(s["id"])
+        flags = re.IGNORECASE if s.get("ignore_case") else 0
+        try:
+            rx = re.compile(s["pattern"], flags)
+        except re.error as e:
+            problems.append(
+                problem(
+                    "KB007",
+                    f"signature '{s['id']}': {e}",
+                    line,
+                    col,
+                    hint="signatures are Python regexes: escape ( ) [ ] . * + ?",
+                )
+            )
+            continue
+        if rx.search("") is not None:
+            problems.append(
+                problem(
+                    "KB008",
+                    f"signature '{s['id']}' matches the empty string",
+                    line,
+                    col,
+                    hint="it would match every line; make it require text",
+                )
+            )
+            continue
+        risk = backtracking_risk(s["pattern"])
+        if risk:
+            problems.append(
+                problem(
+                    "KB018",
+                    f"signature '{s['id']}': {risk}",
+                    line,
+                    col,
+                    hint="make the inner part exact or the outer one bounded; "
+                    "in a local entry it is stopped after a time limit",
+                )
+            )
+        caseless = bool(s.get("ignore_case", False))
+        literal = required_literal(s["pattern"], caseless)
+        words = tuple(key_words(literal))
+        any_of = () if words else required_any(s["pattern"], caseless)
+        sigs.append(
+            Signature(
+                id=s["id"],
+                pattern=s["pattern"],
+                ignore_case=caseless,
+                weight=float(s.get("weight", 1.0)),
+                era=s.get("era", ""),
+                versions=dict(s.get("versions", {})),
+                literal=literal,
+                head=leading_literal(s["pattern"]),
+                explained_by=tuple(s.get("explained_by", ())),
+                announces=bool(s.get("announces", False)),
+                # No whole word to file the signature under: the alternatives it needs instead.
+                any_of=any_of,
+                words=words,
+                any_words=tuple(tuple(key_words(a)) for a in any_of),
+            )
+        )
+
+    repro = None
+    if "repro" in data:
+        r = data["repro"]
+        for j, sid in enumerate(r["expect"]):
+            if sid not in seen_sig:
+                line, col = _locate(node, ["repro", "expect", j])
+                problems.append(
+                    problem(
+                        "KB011",
+                        f"repro expects '{sid}', which is not a signature id",
+                        line,
+                        col,
+                        hint="known: " + ", ".join(sorted(seen_sig)),
+                    )
+                )
+        req = r.get("requires", {})
+        repro = Repro(
+            code=r["code"],
+            expect=tuple(r["expect"]),
+            env=dict(r.get("env", {})),
+            timeout=float(r.get("timeout", 120)),
+            requires=Requirements(
+                gpu=bool(req.get("gpu", True)),
+                gpus=int(req.get("gpus", 1)),
+                free_memory_gb=float(req.get("free_memory_gb", 0)),
+                compute_capability=req.get("compute_capability", ""),
+                torch=req.get("torch", ""),
+                exclusive=bool(req.get("exclusive", False)),
+            ),
+        )
+    fix_check = None
+    if "fix_check" in data:
+        f = data["fix_check"]
+        fix_check = Program(
+            code=f["code"], env=dict(f.get("env", {})), timeout=float(f.get("timeout", 120))
+        )
+    for j, nr in enumerate(data.get("not_reproducible", [])):
+        if nr["signature"] not in seen_sig:
+            line, col = _locate(node, ["not_reproducible", j, "signature"])
+            problems.append(
+                problem("KB015", f"'{nr['signature']}' is not a signature id", line, col)
+            )
+
+    entry = Entry(
+        id=data["id"],
+        area=path.parent.name,
+        path=p,
+        title=data["title"],
+        summary=data["summary"],
+        tags=tuple(data["tags"]),
+        codes=tuple(Code(c["api"], c["value"], c.get("name", "")) for c in data.get("codes", [])),
+        signatures=tuple(sigs),
+        causes=tuple(Cause(c["title"], c["detail"], c.get("evidence", "")) for c in data["causes"]),
+        diagnostics=tuple(
+            Diagnostic(d["title"], d["command"], d.get("tells", "")) for d in data["diagnostics"]
+        ),
+        fixes=tuple(
+            Fix(f["title"], f.get("detail", ""), f.get("code", ""), f.get("lang") or "python")
+            for f in data["fixes"]
+        ),
+        examples_match=tuple(data["examples"]["match"]),
+        examples_no_match=tuple(
+            NearMiss(x["text"], x["belongs"]) for x in data["examples"]["no_match"]
+        ),
+        references=tuple(Reference(r["url"], r.get("title", "")) for r in data["references"]),
+        repro=repro,
+        aliases=tuple(data.get("aliases", ())),
+        generic=bool(data.get("generic", False)),
+        domain=data.get("domain", "unknown"),
+        action=data.get("action", "unknown"),
+        fix_check=fix_check,
+        not_reproducible=tuple(
+            NotReproducible(n["signature"], n["reason"]) for n in data.get("not_reproducible", [])
+        ),
+        local=local,
+    )
+    # An entry with a broken regex is still returned (its other signatures work) but lint fails.
+    return entry, problems
+
+
+def load_dirs(
+    bundled: Iterable[Path],
+    local: Iterable[Path] = (),
+    data: dict[Path, bytes | None] | None = None,
+) -> LoadResult:
+    """Load every entry file; `data` holds the bytes already read (knowledge.load hashes and
+    parses the same bytes)."""
+    import time
+
+    entries: list[Entry] = []
+    problems: list[Problem] = []
+    seen: dict[str, str] = {}
+    unsettled = False
+    for files, is_local in ((entry_files(bundled), False), (entry_files(local), True)):
+        for f in files:
+            entry, probs = load_file(f, local=is_local, raw=(data or {}).get(f))
+            if entry is None:
+                try:
+                    unsettled |= time.time() - f.stat().st_mtime < 2.0
+                except OSError:
+                    unsettled = True
+            problems.extend(probs)
+            if entry is None:
+                continue
+            taken = [i for i in (entry.id, *entry.aliases) if i in seen]
+            if taken:
+                problems.append(
+                    Problem(
+                        str(f),
+                        1,
+                        1,
+                        "KB006",
+                        f"id '{taken[0]}' is already used by {seen[taken[0]]}",
+                        "ids and aliases are unique across all entry folders; pick another",
+                    )
+                )
+                continue
+            for i in (entry.id, *entry.aliases):
+                seen[i] = str(f)
+            entries.append(entry)
+    return LoadResult(entries, problems, unsettled)

@@ -1,0 +1,1 @@
+"""Typed, frozen records of entries and results: no I/O."""

@@ -1,0 +1,1 @@
+"""Output for people and machines: text, JSON, Markdown, CI annotations."""

@@ -1,0 +1,1 @@
+"""`kb run`: a job run with the cheap evidence switched on."""

@@ -1,0 +1,1 @@
+"""Reading logs: files, pipes, gzip, huge logs, prefixes and wrapped lines -> candidate lines."""

@@ -1,0 +1,807 @@
+"""Log text -> the lines that can hold an error, cleaned of the noise real logs carry.
+
+Streaming and bounded: input comes as byte chunks, searched for a handful of trigger words in
+one pass (Hyperscan; bytes.find without it), so a line without one costs nothing in Python. Only
+the first and last candidate lines are kept (root errors come early, summaries late), repeated
+lines are folded into one with a count, and a giant line is cut into pieces, so memory stays
+bounded whatever the input. The middle of a long log is skimmed: searched only for
+error-looking lines, with no Python per line (see scan).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+
+from kb.model.record import record
+from kb.scan.prefixes import rank_of
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import IO
+
+# Every error line kb knows holds one of these: TRIGGERS in any case, EXACT_TRIGGERS as written
+# ("cuda" in lower case is everywhere in training logs: cuda:0, torch.cuda, .cuda()). lint checks
+# each entry's examples against them (KB009's hint), so no signature is invisible to the scan.
+TRIGGERS = (
+    b"error",
+    b"assert",
+    b"fail",
+    b"nccl",
+    b"out of memory",
+    b"exception",
+    b"nvidia",
+    b"mismatch",
+    b"expected",
+    b"cublas",
+    b"cudnn",
+    b"triton",
+    b"abort",
+    b"timeout",
+    b"timed out",
+    b"illegal",
+    b"driver",
+    b"sm_",
+    b"capability",
+    b"nvrm",
+    b"xid",
+    # Native crashes, signals and broken installs rarely say "error".
+    b"fault",
+    b"segv",
+    b"sigbus",
+    b"sigfpe",
+    b"sigill",
+    b"sigkill",
+    b"sigterm",
+    b"core dumped",
+    b"floating point",
+    b"killed",
+    b"signal",
+    b"terminate",
+    b"undefined symbol",
+    b"no module named",
+    b"shared object",
+    b"not implemented",
+    b"unsupported",
+    b"not supported",
+    b"no attribute",
+    b"cannot",
+    b"can't",
+    b"could not",
+    b"unable",
+    b"invalid",
+    b"warning",
+    b"not compiled",
+    b"corrupt",
+    b"double free",
+    b"(supported:",
+    b"wasn't built",
+    b"only supports",
+    b"no devices were found",
+    # Compile, autograd, checkpoint, host-memory and loader lines that hold none of the above.
+    b"graph break",
+    b"torch._dynamo hit",
+    b"did not receive grad",
+    b"missing",
+    b"oom-kill",
+    b"tcache",
+    b"exited with code",
+    b"glibc",
+    b"not found",
+    b"unexpected",
+    b"incompatible",
+    b"is required",
+    # The shell's signal reports under a non-English locale (glibc's translated strsignal text):
+    # zh_CN segfault, core dumped, abort, bus error, SIGFPE, illegal instruction, killed; de, fr.
+    *(
+        w.encode()
+        for w in ("段错误", "核心已转储", "已放弃", "总线错误", "浮点数例外", "非法指令", "已杀死")
+    ),
+    b"speicherzugriffsfehler",
+    b"erreur de segmentation",
+)
+EXACT_TRIGGERS = (b"CUDA",)
+
+CHUNK = 8 << 20
+MAX_LINE = 64 << 10  # a longer "line" is cut into pieces of this size
+KEEP_LINE = 4096  # characters of a candidate line kept for matching and display
+KEEP_HEAD = 400  # first candidate lines kept: the root error is usually early...
+KEEP_TAIL = 1600  # ...and the last lines hold the final exception
+KEEP_MIDDLE = 200  # error-looking lines between the two, the earliest first
+MAX_WINDOWS = 64  # per long line: windows around its first and last trigger words
+
+_ANSI_SRC = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]"
+# Prefixes stamped on lines by launchers, schedulers, CI systems and loggers. Applied repeatedly
+# at the start of a line, so "2024-05-01T10:00:00Z [rank3]: [default0]: ..." is peeled in turn.
+_PREFIX_SRC = r"""(?:
+        \s+
+      | \d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*   # ISO timestamps
+      | \[\d{4}-\d\d-\d\d[^\]]*\]\s*                                             # [2024-01-01 ...]
+      | \d\d:\d\d:\d\d(?:[.,]\d+)?\s*                                            # 12:00:01.123
+      | \[(?:rank|default|local_rank)?\d+\]\s*:?\s*                              # [rank3]: [default0]:
+      | rank\d+\s*:\s*                                                           # rank3:
+      | \[\d+,\d+\]<std(?:out|err)>:\s*                                          # mpirun --tag-output
+      | \d{1,5}:\s(?=\S)                                                         # srun --label "3: "
+      | \#\#\[(?:error|warning|debug|group|endgroup)\]\s*                        # GitHub Actions
+      | \[?(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL)\]?\s*[:\-|]?\s+        # log levels
+      | [│┃║|]\s*                                                                # rich / box borders
+      | (?:E\s{3,})                                                              # pytest failure lines
+      | >+\s*                                                                    # quoted replies
+      | [-*]\s+(?=\*\*)                                                          # Markdown list items
+    )"""
+_BOX_TAIL_SRC = r"\s*[│┃║]\s*$"
+_BOLD_SRC = r"(?<!\*)\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?!\*)"  # **text**, not *** banners ***
+# A line can only carry a prefix if it starts with one of these; most error lines start with a
+# letter of an exception name and skip the (lazily compiled) prefix regex entirely.
+_PREFIX_START = frozenset(" \t0123456789[#rEIWDCF│┃║|>-*")
+_RX: dict[str, re.Pattern] = {}
+
+
+def _rx(name: str) -> re.Pattern:
+    rx = _RX.get(name)
+    if rx is None:
+        src = {
+            "ansi": (_ANSI_SRC, 0),
+            "prefix": (_PREFIX_SRC, re.VERBOSE),
+            "box": (_BOX_TAIL_SRC, 0),
+            "bold": (_BOLD_SRC, 0),
+            "new_record": (_NEW_RECORD_SRC, 0),
+        }[name]
+        rx = _RX[name] = re.compile(*src)
+    return rx
+
+
+def clean_line(line: str) -> str:
+    """A log line as the program printed it: no colour codes, no launcher or CI prefixes."""
+    return peel(line)[1]
+
+
+def peel(line: str) -> tuple[str, str]:
+    """(prefix, text): the launcher / scheduler / logger prefixes peeled off a line, and the line
+    as the program printed it. The prefix is kept because it says which rank printed the line
+    ([rank3]:, [default0]:, srun's "3: ") and when; see kb.rank_prefix."""
+    if "\x1b" in line:
+        line = _rx("ansi").sub("", line)
+    line = line.rstrip("\r\n")
+    start = 0
+    if line[:1] in _PREFIX_START:
+        prefix = _rx("prefix")
+        for _ in range(8):
+            m = prefix.match(line, start)
+            if not m or m.end() == start:
+                break
+            start = m.end()
+    head, line = line[:start], line[start:]
+    if line.endswith(("│", "┃", "║")):
+        line = _rx("box").sub("", line)
+    if "**" in line:  # Markdown emphasis in pasted reports: "**RuntimeError: CUDA out of memory.**"
+        line = _rx("bold").sub(r"\1", line)
+    return head, line.strip()
+
+
+@record
+class Line:
+    number: int  # 1-based line number in the input
+    text: str  # cleaned
+    count: int = 1  # how many times this exact line appeared
+    after: str = ""  # for an OOM line: the lines after it, where a wrapped message's figures went
+    rank: int | None = None  # the rank its launcher prefix names ([rank3]:, [default3]:, "3: ")
+    prefix: str = ""  # what was peeled off (launcher prefixes, timestamps)
+    block: str = (
+        ""  # for torchrun's ChildFailedError line: the Failures / Root Cause block after it
+    )
+    source: int = 0  # which input it came from, when several are read as one job
+
+
+@record
+class Scan:
+    lines: list[Line]  # candidate lines in input order (head, then tail)
+    total_lines: int
+    total_bytes: int
+    dropped: int  # candidate lines between head and tail that were not kept
+    binary: bool  # the input looked like binary data, not a log
+    skimmed: int = 0  # lines of a long log's middle searched only for error-looking lines
+
+
+def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
+    while True:
+        b = stream.read(size)
+        if not b:
+            return
+        yield b
+
+
+def _looks_binary(first: bytes) -> bool:
+    sample = first[:8192]
+    if not sample:
+        return False
+    # Logs are text: few NULs, few control bytes, and (whatever the locale) mostly valid UTF-8.
+    return (
+        sample.count(b"\x00") > len(sample) // 100
+        or sum(c < 9 or 13 < c < 32 for c in sample) > len(sample) // 10
+        or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 20
+    )
+
+
+class _Window:
+    """The kept candidate lines: the first KEEP_HEAD distinct ones, the last KEEP_TAIL, and in
+    between up to KEEP_MIDDLE that look like errors (the earliest), with repeats folded into a
+    count on their first occurrence. A root error followed by thousands of distinct lines is
+    kept in the middle; what is not kept is counted in `dropped`, never lost silently."""
+
+    def __init__(self):
+        self.head: list[Line] = []
+        self.middle: list[Line] = []
+        self.tail: deque[Line] = deque(maxlen=KEEP_TAIL)
+        self.seen: dict[str, Line] = {}
+        self.dropped = 0
+
+    @property
+    def head_full(self) -> bool:
+        return len(self.head) >= KEEP_HEAD
+
+    @property
+    def middle_full(self) -> bool:
+        return len(self.middle) >= KEEP_MIDDLE
+
+    def add(
+        self, number: int, raw: bytes, count: int = 1, after: bytes = b"", block: bytes = b""
+    ) -> bool:
+        """Keep a line; False when it was a repeat (or blank after cleaning)."""
+        prefix, text = _text(raw)
+        if not text:
+            return False
+        rank = rank_of(prefix) if prefix else None
+        key = _key(rank, text)
+        prev = self.seen.get(key)
+        if prev is not None:
+            prev.count += count
+            return False
+        ln = Line(number, text, count, rank=rank, prefix=prefix[:200])
+        if after:
+            ln.after = " ".join(
+                clean_line(a) for a in after.decode("utf-8", "replace").splitlines()
+            )[:KEEP_LINE]
+        if block:
+            ln.block = block.decode("utf-8", "replace")
+        if not self.head_full:
+            self.head.append(ln)
+        else:
+            if len(self.tail) == self.tail.maxlen:
+                old = self.tail[0]
+                if not self.middle_full and _ERRORISH_TEXT.search(old.text):
+                    self.middle.append(old)  # still in `seen`: its repeats keep folding into it
+                else:
+                    old_key = _key(old.rank, old.text)
+                    if self.seen.get(old_key) is old:
+                        del self.seen[old_key]
+                    self.dropped += 1
+            self.tail.append(ln)
+        self.seen[key] = ln
+        return True
+
+    def keep_middle(self, number: int, raw: bytes) -> bool:
+        prefix, text = _text(raw)
+        if not text:
+            return False
+        rank = rank_of(prefix) if prefix else None
+        key = _key(rank, text)
+        if key in self.seen:
+            return True
+        ln = self.seen[key] = Line(number, text, rank=rank, prefix=prefix[:200])
+        self.middle.append(ln)
+        return True
+
+    def lines(self) -> list[Line]:
+        return self.head + sorted(self.middle, key=lambda ln: ln.number) + list(self.tail)
+
+
+def _text(raw: bytes) -> tuple[str, str]:
+    prefix, text = peel(raw[: KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))
+    return prefix, text[:KEEP_LINE]
+
+
+def _key(rank: int | None, text: str):
+    # The same line from two ranks is two pieces of evidence (the job view needs both); from
+    # one rank, or from a log without rank prefixes, a repeat.
+    return text if rank is None else (rank, text)
+
+
+# What an error line looks like, for the lines between head and tail (bytes for the bulk scan of
+# skipped regions, text for lines leaving the tail): an error word before a colon, bracket, space
+# or the end of the line (a shell's bare "Killed", "Bus error"), NCCL's WARN lines and launchers'
+# signal reports, which hold no error word.
+_ERROR_WORDS = (
+    rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)"
+)
+_ERROR_EXTRA = rb"|NCCL WARN|Signal \d+ \(SIG"
+_ERRORISH = re.compile(_ERROR_WORDS + rb"[:\] \r\n]" + _ERROR_EXTRA)
+_ERRORISH_TEXT = re.compile((_ERROR_WORDS + rb"(?:[:\] ]|$)" + _ERROR_EXTRA).decode())
+
+
+def _hyperscan_db(kind: str = "triggers"):
+    """A Hyperscan database of the trigger words (caseless) or of _ERRORISH ("errorish"), or None
+    where Hyperscan is not installed (it is an x86-64 Linux dependency) or disabled with
+    KB_NO_HYPERSCAN=1."""
+    if kind not in _HS_DBS:
+        import os
+
+        _HS_DBS[kind] = None
+        if not os.environ.get("KB_NO_HYPERSCAN"):
+            try:
+                import hyperscan
+
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                if kind == "errorish":
+                    db.compile(expressions=[_ERRORISH.pattern], ids=[0], flags=[0])
+                else:
+                    words = TRIGGERS + EXACT_TRIGGERS
+                    db.compile(
+                        expressions=[re.escape(t.decode()).encode() for t in words],
+                        ids=list(range(len(words))),
+                        flags=[hyperscan.HS_FLAG_CASELESS] * len(TRIGGERS)
+                        + [0] * len(EXACT_TRIGGERS),
+                    )
+                _HS_DBS[kind] = db
+            except Exception:  # no wheel for this platform, or a CPU without SSSE3
+                pass
+    return _HS_DBS[kind]
+
+
+_HS_DBS: dict[str, object] = {}
+HYPERSCAN_MIN = 1 << 20  # below this, lower() + find is faster than calling into Hyperscan
+
+
+def _trigger_offsets(body: bytes) -> list[int]:
+    """Offsets in `body` where a trigger word ends or starts (any offset inside the line does)."""
+    db = _hyperscan_db() if len(body) >= HYPERSCAN_MIN else None
+    if db is not None:
+        offs: list[int] = []
+        add = offs.append
+        db.scan(body, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(to - 1))
+        offs.sort()
+        return offs
+    low = body.lower()
+    offs = []
+    for hay, words in ((low, TRIGGERS), (body, EXACT_TRIGGERS)):
+        for trig in words:
+            pos = hay.find(trig)
+            while pos != -1:
+                offs.append(pos)
+                pos = hay.find(trig, pos + len(trig))
+    offs.sort()
+    return offs
+
+
+def _line_starts(body: bytes) -> list[int]:
+    """The start of each non-blank line of a short body (scan_text's every_line)."""
+    out: list[int] = []
+    pos, size = 0, len(body)
+    while pos < size:
+        end = body.find(b"\n", pos)
+        end = size if end == -1 else end
+        if not body[pos:end].isspace() and end > pos:
+            out.append(pos)
+        pos = end + 1
+    return out
+
+
+def _candidate_lines(body: bytes, offs: list[int]) -> list[tuple[int, int]]:
+    """(start, end) of each line holding a trigger offset, once per line, in order."""
+    out: list[tuple[int, int]] = []
+    append, rfind, find = out.append, body.rfind, body.find
+    line_end = -1
+    size = len(body)
+    for pos in offs:
+        if pos <= line_end:
+            continue  # another trigger in a line already taken
+        le = find(b"\n", pos)
+        line_end = le if le != -1 else size
+        append((rfind(b"\n", 0, pos) + 1, line_end))
+    return out
+
+
+TAIL_BYTES = 2 * CHUNK  # the end of a log read in full, whatever its size (see scan)
+HEAD_BYTES = 2 * CHUNK  # at most this much of the start read in full waiting for the head to fill
+
+
+def scan(chunks: Iterable[bytes], every_line: bool = False) -> Scan:
+    """The candidate lines of a log. Its start is read in full until the head window is full
+    (or HEAD_BYTES have been read), and so is its last TAIL_BYTES, kept back until the input
+    ends; what lies between is skimmed: searched for error-looking lines only (Hyperscan over the
+    bytes and a newline count, no Python per line), the earliest KEEP_MIDDLE of which are kept.
+    How many lines were skimmed is reported (Scan.skimmed), never hidden.
+
+    Each chunk is used in place, as (chunk, start, end) spans of complete lines: only the line
+    cut by a chunk's end is copied (with the start of the next chunk), so a byte of the
+    skimmed middle is never copied at all.
+
+    every_line: all non-blank lines of the start are candidates, not only those holding a
+    trigger word (for a short message, see scan_text)."""
+    win = _Window()
+    line_no = 0  # newlines before the start of the current span (or of the oldest one held)
+    total = 0
+    carry = b""
+    skip = 0  # leading bytes of carry whose triggers were handled already (a giant line goes on)
+    binary = None
+    held: deque[tuple[bytes, int, int]] = deque()  # spans kept back: the last TAIL_BYTES or more
+    held_bytes = 0
+    skimmed = 0
+    head_read = 0  # bytes of the start read in full
+
+    def read_held() -> None:
+        # As one body: a line's continuation (a hard wrap, an OOM message's figures, torchrun's
+        # summary) is read with it across the seams between spans.
+        nonlocal line_no, held_bytes
+        if held:
+            line_no = _scan_body(b"".join(d[a:b] for d, a, b in held), line_no, win)
+            held.clear()
+        held_bytes = 0
+
+    def hold(data: bytes, a: int, b: int) -> None:
+        """Complete lines data[a:b] held back: read in full if they turn out to be among the
+        last TAIL_BYTES, skimmed when newer ones push them out."""
+        nonlocal line_no, held_bytes, skimmed
+        held.append((data, a, b))
+        held_bytes += b - a
+        while held_bytes - (held[0][2] - held[0][1]) >= TAIL_BYTES:
+            old, oa, ob = held.popleft()
+            held_bytes -= ob - oa
+            line_no, n = _skim(old, oa, ob, line_no, win)
+            skimmed += n
+
+    for chunk in chunks:
+        total += len(chunk)
+        if binary is None:
+            binary = _looks_binary(chunk)
+        first = chunk.find(b"\n")
+        if first == -1:
+            buf = carry + chunk if carry else chunk
+            if len(buf) > MAX_LINE:
+                # A giant line: take the errors in what is here now, and carry the end on with
+                # enough context that a message across the cut is read whole next time.
+                read_held()
+                cut = len(buf) - KEEP_LINE // 2
+                for a, b in _trigger_windows(buf, skip, cut):
+                    win.add(line_no + 1, buf[a:b])
+                carry, skip = buf[cut - KEEP_LINE // 2 :], KEEP_LINE // 2
+            else:
+                carry = buf
+            continue
+        if skip or (not win.head_full and head_read < HEAD_BYTES):
+            read_held()  # (none after the head; after a giant line, read already): in order
+            buf = carry + chunk if carry else chunk
+            end = buf.rfind(b"\n") + 1
+            line_no = _scan_body(buf[:end], line_no, win, skip, every_line)
+            head_read += end
+            skip = 0
+            carry = buf[end:]
+            continue
+        # The line the last chunk cut, finished here; then this chunk's own complete lines.
+        seam = carry + chunk[: first + 1] if carry else chunk[: first + 1]
+        hold(seam, 0, len(seam))
+        last = chunk.rfind(b"\n") + 1
+        if last > first + 1:
+            hold(chunk, first + 1, last)
+        carry = chunk[last:]
+    read_held()
+    if carry:
+        _scan_body(carry + b"\n", line_no, win, skip)
+        line_no += 1
+    return Scan(win.lines(), line_no, total, win.dropped, bool(binary), skimmed)
+
+
+def _trigger_windows(data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Windows of at most KEEP_LINE bytes around the trigger words found in data[lo:hi], each
+    kept within one progress-bar update (carriage returns) and merged where they overlap; the
+    first and last MAX_WINDOWS when there are more."""
+    half = KEEP_LINE // 2
+    out: list[tuple[int, int]] = []
+    for off in _trigger_offsets(data[lo:hi]):
+        off += lo
+        if out and off < out[-1][1]:
+            continue
+        a = max(data.rfind(b"\r", max(0, off - half), off) + 1, off - half, 0)
+        b = data.find(b"\r", off, off + half)
+        b = min(len(data), off + half) if b == -1 else b
+        if out and a <= out[-1][1]:
+            a = out[-1][0]
+            out.pop()
+            b = min(b, a + KEEP_LINE)
+        out.append((a, b))
+    if len(out) > 2 * MAX_WINDOWS:
+        out = out[:MAX_WINDOWS] + out[-MAX_WINDOWS:]
+    return out
+
+
+def _scan_body(
+    body: bytes, line_no: int, win: _Window, skip: int = 0, every_line: bool = False
+) -> int:
+    """Keep the trigger-bearing lines of `body` (complete lines), or with every_line all its
+    non-blank lines; returns the new line count."""
+    offsets = _line_starts(body) if every_line else _trigger_offsets(body)
+    cands = _candidate_lines(body, offsets)
+    # Lines that can still be kept: those filling the head, then, of the rest, only the last
+    # KEEP_TAIL distinct ones (anything earlier would be pushed out of the tail by them). Folding
+    # exact repeats from the end (fold_tail) bounds the work on a log with a million candidate
+    # lines and keeps earlier distinct lines behind a flood of repeats.
+    i = 0 if win.head_full else min(len(cands), KEEP_HEAD - len(win.head))
+    chosen: list[tuple[int, int, int]] = [(ls, le, 1) for ls, le in cands[:i]]
+    rest = cands[i:]
+    keys = [body[ls : le if le - ls <= 512 else ls + 512] for ls, le in rest]
+    j, firsts = fold_tail(keys, KEEP_TAIL)
+    if j > 0:
+        win.dropped += j - _keep_errorish(body, rest[0][0], rest[j - 1][1], line_no, win)
+    chosen += sorted((rest[at][0], rest[at][1], count) for at, count in firsts.values())
+    n = line_no
+    prev = 0
+    for ls, le, count in chosen:
+        n += body.count(b"\n", prev, ls)
+        prev = ls
+        _emit(body, ls, le, n + 1, count, win, skip if ls == 0 else 0)
+    return n + body.count(b"\n", prev)
+
+
+def fold_tail(keys: list[bytes], keep: int) -> tuple[int, dict[bytes, tuple[int, int]]]:
+    """Walk back from the end of `keys` until `keep` distinct ones are seen: where the walk
+    stopped, and for each key seen its earliest index in the walked part and its count there.
+    Done with dict and Counter instead of a Python loop per line: a flood of one repeated line
+    is the common case, and a GiB log holds millions of them."""
+    last = dict(zip(keys, range(len(keys))))  # later duplicates overwrite: the last index
+    j = min(heapq.nlargest(keep, last.values())) if len(last) >= keep else 0
+    region = keys[j:]
+    counts = Counter(region)
+    earliest = dict(zip(reversed(region), range(len(keys) - 1, j - 1, -1)))
+    return j, {k: (at, counts[k]) for k, at in earliest.items()}
+
+
+def _errorish_offsets(body: bytes, start: int, end: int) -> Iterable[int]:
+    """Offsets inside each error-looking line of body[start:end], in order (a line may come
+    more than once). Hyperscan for a big region (Python's re reads ~100 MB/s here)."""
+    db = _hyperscan_db("errorish") if end - start >= HYPERSCAN_MIN else None
+    if db is None:
+        return (m.start() for m in _ERRORISH.finditer(body, start, end))
+    return _hs_errorish(db, body, start, end)
+
+
+def _hs_errorish(db, body: bytes, start: int, end: int) -> list[int]:
+    offs: list[int] = []
+    add = offs.append
+    view = memoryview(body)[start:end]  # no copy
+    db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
+    offs.sort()
+    return offs
+
+
+def _keep_errorish(
+    body: bytes,
+    start: int,
+    end: int,
+    line_no: int,
+    win: _Window,
+    counted_from: int = 0,
+    offsets: Iterable[int] | None = None,
+) -> int:
+    """Keep the earliest error-looking lines of a region no window has room for; how many.
+    `line_no` is the number of lines before offset `counted_from` of body; `offsets`, when
+    given, are _errorish_offsets(body, start, end) found already."""
+    kept = 0
+    last = -1
+    n, prev = line_no, counted_from
+    if win.middle_full:
+        return 0
+    for pos in _errorish_offsets(body, start, end) if offsets is None else offsets:
+        ls = body.rfind(b"\n", 0, pos) + 1
+        if ls == last:
+            continue
+        last = ls
+        le = body.find(b"\n", pos)
+        n += body.count(b"\n", prev, ls)
+        prev = ls
+        kept += win.keep_middle(n + 1, body[ls : le if le != -1 else len(body)])
+        if win.middle_full:
+            break
+    return kept
+
+
+def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tuple[int, int]:
+    """Lines data[start:end] in the middle of a long log, read only for error-looking lines
+    (kept while the middle has room): (the new line count, how many lines were read this way
+    and not kept). Hyperscan's search runs in a second thread (it releases the GIL) while this
+    one counts the lines: the two passes over the bytes take the time of one."""
+    db = None
+    if not win.middle_full and end - start >= HYPERSCAN_MIN:
+        db = _hyperscan_db("errorish")
+    if db is None:
+        lines = data.count(b"\n", start, end)
+        kept = _keep_errorish(data, start, end, line_no, win, counted_from=start)
+        return line_no + lines, lines - kept
+    import threading  # only for a log long enough to be skimmed
+
+    found: list[list[int]] = []
+    worker = threading.Thread(
+        target=lambda: found.append(_hs_errorish(db, data, start, end)), daemon=True
+    )
+    worker.start()
+    lines = data.count(b"\n", start, end)
+    worker.join()
+    offsets = found[0] if found else None  # None: the search failed there; it runs again here
+    kept = _keep_errorish(data, start, end, line_no, win, start, offsets)
+    return line_no + lines, lines - kept
+
+
+def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, skip: int) -> None:
+    """One candidate line into the window: as it is, or read as a JSON record, cut into windows
+    when long, and joined with its continuation when a terminal hard-wrapped it."""
+    seg = body[ls:le]
+    stripped = seg.strip()
+    if stripped[:1] == b"{" and stripped[-1:] == b"}" and len(stripped) <= MAX_JSON:
+        texts = _json_texts(stripped)
+        if texts is not None:
+            for t in texts:
+                win.add(number, t.encode("utf-8", "surrogatepass"))
+            return
+    if len(seg) > KEEP_LINE or b"\r" in seg.rstrip(b"\r"):
+        for a, b in _trigger_windows(seg, skip, len(seg)):
+            win.add(number, seg[a:b])
+        return
+    after = b""
+    if b"of memory" in seg and b"total capacity" not in seg:
+        # A pasted OOM message is often wrapped: its figures are on the next lines.
+        end = le
+        for _ in range(4):
+            nxt = body.find(b"\n", end + 1)
+            end = nxt if nxt != -1 else len(body)
+        after = body[le + 1 : end][:KEEP_LINE]
+    block = _failure_block(body, le) if b"ChildFailedError:" in seg else b""
+    win.add(number, seg, count, after, block)
+    joined = _unwrapped(body, ls, le) or _word_wrapped(body, ls, le)
+    if joined:
+        win.add(number, joined)
+
+
+MAX_BLOCK = 64 << 10
+
+
+def _failure_block(body: bytes, le: int) -> bytes:
+    """The lines after torchrun's "ChildFailedError:" line, through the closing border of its
+    Failures / Root Cause summary (torch/distributed/elastic/multiprocessing/errors/__init__.py,
+    _MSG_FORMAT_TEMPLATE). Most of those lines hold no trigger word ("rank      : 1 (local_rank:
+    1)"), and the job view needs them in order, so they are kept whole, once per summary. Only
+    the part inside this chunk of input is seen: a summary cut by an 8 MiB chunk boundary is
+    read in part."""
+    end = min(len(body), le + 1 + MAX_BLOCK)
+    root = body.find(b"Root Cause (first observed failure)", le, end)
+    if root != -1:
+        border = body.find(b"\n====", root, end)
+        if border != -1:
+            end = border + 1
+    return body[le + 1 : end]
+
+
+WRAP_WIDTHS = frozenset((80, 100, 120, 132, 140, 150, 160, 200, 240, 250, 256))
+WRAP_MIN = 60
+
+
+def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
+    """The line joined with the lines a fixed-width wrap cut it into, or None. A line is taken
+    as hard-wrapped when it is exactly as long as the line before it or a common terminal
+    width; its continuations are the following lines of the same length, then one shorter."""
+    seg = body[ls:le].rstrip(b"\r")
+    width = len(seg)
+    if width < WRAP_MIN:
+        return None
+    prev_start = body.rfind(b"\n", 0, max(ls - 1, 0)) + 1 if ls else -1
+    prev = body[prev_start : ls - 1].rstrip(b"\r") if ls > 0 else b""
+    # Two records of one length in a row (the same warning from two ranks, stamped alike) are
+    # not a wrap: the pieces of a wrapped line do not start alike.
+    same_as_prev = len(prev) == width and prev[:8] != seg[:8]
+    if width not in WRAP_WIDTHS and not same_as_prev:
+        return None
+    parts = [seg]
+    pos = le
+    for _ in range(8):
+        if pos >= len(body):
+            break
+        nxt_end = body.find(b"\n", pos + 1)
+        nxt_end = len(body) if nxt_end == -1 else nxt_end
+        nxt = body[pos + 1 : nxt_end].rstrip(b"\r")
+        if not nxt.strip() or len(nxt) > width:
+            break
+        parts.append(nxt)
+        pos = nxt_end
+        if len(nxt) < width:
+            break
+    return b"".join(parts) if len(parts) > 1 else None
+
+
+# A line that starts a record of its own, not the rest of a sentence: indented traceback
+# frames, tracebacks' own lines, bracketed / numbered / stamped records, exception lines, log
+# levels, glog's "E1123 ...", markers and rules. Compiled on first use (_rx).
+_NEW_RECORD_SRC = (
+    r"\s|Traceback|File \"|During handling|The above exception|frame #|#\d|[\[{<(=*>|~^+-]"
+    r"|\d{4}-\d\d-\d\d|\d\d?:\d\d:\d\d|\d\d?/\d\d?/\d\d|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Interrupt|Exit)\b"
+    r"|(?:INFO|WARN|WARNING|ERROR|DEBUG|CRITICAL|FATAL|NOTE)\b|[IWEF]\d{4} "
+)
+WORD_WRAP_MIN = 40  # a shorter line is a record of its own, not a line a paste wrapped
+WORD_WRAP_LINES = 2  # continuation lines joined at most
+
+
+def _word_wrapped(body: bytes, ls: int, le: int) -> bytes | None:
+    """The line joined with the lines a word wrap broke it into (a notebook or rich console at
+    its width, an issue's text wrapped by hand), or None. Taken as wrapped: a line of some
+    length that ends inside a sentence (no full stop, colon... or a trailing space where the
+    wrap fell) followed by a line that does not start a record of its own. The joined line is
+    read as well as the pieces, so a wording cut across the wrap still matches."""
+    seg = body[ls:le].rstrip(b"\r")
+    if len(seg) < WORD_WRAP_MIN:
+        return None
+    prefix, text = _text(seg)
+    parts = [text]
+    pos = le
+    for _ in range(WORD_WRAP_LINES):
+        ends_open = parts[-1][-1:].isalnum() or parts[-1][-1:] in ",;-" or seg[-1:] == b" "
+        if not ends_open or pos >= len(body):
+            break
+        nxt_end = body.find(b"\n", pos + 1)
+        nxt_end = len(body) if nxt_end == -1 else nxt_end
+        seg = body[pos + 1 : nxt_end].rstrip(b"\r")
+        nprefix, nxt = _text(seg)
+        if not nxt or nprefix != prefix or _rx("new_record").match(nxt):
+            break
+        parts.append(nxt)
+        pos = nxt_end
+    if len(parts) == 1:
+        return None
+    return (prefix + " ".join(p.strip() for p in parts)).encode("utf-8", "surrogatepass")
+
+
+MAX_JSON = 8 << 20
+
+
+def _json_texts(raw: bytes) -> list[str] | None:
+    """The text lines inside a structured (JSON) log record: every string value, split into lines,
+    so a traceback in a "message" or "exc_info" field is read like a plain one. None when the
+    line is not JSON."""
+    import json
+
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    out: list[str] = []
+    stack = [obj]
+    while stack and len(out) < 2000:
+        o = stack.pop()
+        if isinstance(o, str):
+            out.extend(ln for ln in o.splitlines() if ln.strip())
+        elif isinstance(o, dict):
+            stack.extend(reversed(list(o.values())))
+        elif isinstance(o, list):
+            stack.extend(reversed(o))
+    return [t for t in out if has_trigger(t)]
+
+
+# A message short enough that all its lines fit in the head window is read line by line, trigger
+# word or not: a message pasted without its "RuntimeError:" (an issue title, the text of a
+# c10::Error's what(), a notebook's last line) holds none, and no line can push another out.
+SHORT_TEXT_BYTES = 64 << 10
+
+
+def scan_text(text: str | bytes) -> Scan:
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if data and not data.endswith(b"\n"):
+        data += b"\n"  # one body: a last line is not cut off from the lines before it
+    short = len(data) <= SHORT_TEXT_BYTES and data.count(b"\n") <= KEEP_HEAD
+    return scan([data] if data else [], every_line=short)
+
+
+def _has_trigger_bytes(raw: bytes) -> bool:
+    low = raw.lower()
+    return any(t in low for t in TRIGGERS) or any(t in raw for t in EXACT_TRIGGERS)
+
+
+def has_trigger(line: str) -> bool:
+    return _has_trigger_bytes(line.encode("utf-8", "replace"))

@@ -1,0 +1,1 @@
+"""Running entries' repros in isolated processes and judging them by the same lookup."""
