@@ -1,0 +1,112 @@
+"""The evidence records still prove their entries: a lookup of the output a record keeps (what the
+repro printed on that GPU) names the record's entry first, with the signatures its repro expects,
+as `kb verify` required when it wrote the record. A signature or ranking change that would no
+longer recognise a wording seen on real hardware fails here, without a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from _repo import REPO
+
+import kb
+from kb.knowledge.evidence import load_evidence, write_evidence
+from kb.knowledge.evidence_output import GAP, output_excerpt
+from kb.model.entry import Evidence
+from kb.model.record import replace
+
+EVIDENCE = REPO / "evidence"
+FILES = sorted(EVIDENCE.glob("*/*.yaml"))
+
+
+def _with_output() -> list[tuple[Path, dict]]:
+    out = []
+    for f in FILES:
+        data = yaml.safe_load(f.read_text(encoding="utf-8"))
+        if data.get("output") and data.get("status") == "reproduced":
+            out.append((f, data))
+    return out
+
+
+RECORDS = _with_output()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return kb.Engine()
+
+
+def test_every_record_loads():
+    # load_evidence skips a damaged record silently (a lookup must never fail on one): a record
+    # that no longer loads would drop out of the check below unnoticed.
+    loaded = sum(len(v) for v in load_evidence(EVIDENCE).values())
+    assert loaded == len(FILES)
+
+
+def test_records_keep_output():
+    # Records written since kb keeps the output; the GPU runs of 2026-11-26 rewrote every record
+    # of an entry with a repro, so most records carry it.
+    assert len(RECORDS) >= 200
+
+
+@pytest.mark.parametrize(
+    "path,data", RECORDS, ids=[str(p.relative_to(EVIDENCE)) for p, _ in RECORDS]
+)
+def test_lookup_of_recorded_output_names_its_entry(engine, path, data):
+    entry_id = data["entry"]
+    matches = engine.lookup(data["output"], top=5).matches
+    assert matches, f"{path}: the lookup of the recorded output matched nothing"
+    assert matches[0].id == entry_id, (
+        f"{path}: the lookup ranks {[m.id for m in matches]}, not {entry_id} first"
+    )
+    entry = matches[0].entry
+    expect = set(entry.repro.expect) if entry.repro else set()
+    fired = {h.signature for h in matches[0].hits}
+    assert expect <= fired, f"{path}: expected signatures not matched: {sorted(expect - fired)}"
+
+
+def test_short_output_is_kept_whole_without_line_end_blanks():
+    text = "Traceback (most recent call last):  \n  File 'x.py', line 1\nRuntimeError: boom \n\n"
+    assert (
+        output_excerpt(text)
+        == "Traceback (most recent call last):\n  File 'x.py', line 1\nRuntimeError: boom"
+    )
+
+
+def test_long_output_keeps_the_matched_line_whole_and_the_end():
+    wording = "RuntimeError: " + "y" * 300  # longer than a record's matched line
+    noise = [f"noise {i} " + "x" * 60 for i in range(400)]
+    tail = [f"tail {i}" for i in range(50)]
+    text = "\n".join([*noise[:200], wording, *noise[200:], *tail])
+    shown = (wording[:197] + "...",)  # as the judge cuts it
+    got = output_excerpt(text, shown, limit=3000)
+    assert len(got) <= 3000 + len(GAP) * 4
+    lines = got.splitlines()
+    assert wording in lines  # whole, not cut
+    assert lines[lines.index(wording) - 1] == noise[199]  # with its neighbours
+    assert lines[-1] == tail[-1]  # the end
+    assert GAP in lines and "noise 0 " + "x" * 60 not in lines
+
+
+def test_record_writes_output_as_a_block_and_reads_it_back(tmp_path):
+    ev = Evidence(
+        entry="x",
+        status="reproduced",
+        fix_status="fix-verified",
+        gpu="NVIDIA H200",
+        gpu_memory_mib=143771,
+        driver="580.159.04",
+        cuda="13.0",
+        torch="2.11.0+cu130",
+        date="2026-11-26",
+        duration_s=1.0,
+        output="Traceback (most recent call last):\n  File 'x.py', line 1\nRuntimeError: boom",
+    )
+    path = write_evidence(tmp_path, ev)
+    text = path.read_text(encoding="utf-8")
+    assert "output: |-\n  Traceback (most recent call last):\n    File 'x.py', line 1\n" in text
+    assert load_evidence(tmp_path)["x"][0].output == ev.output
+    bare = write_evidence(tmp_path / "bare", replace(ev, output=""))
+    assert "output" not in bare.read_text(encoding="utf-8")  # older records' shape
