@@ -24,22 +24,39 @@ TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold s
 
 __all__ = [
     "Cause",
+    "ChainLink",
     "Diagnostic",
     "Engine",
     "Entry",
     "Environment",
     "Evidence",
     "Facts",
+    "FaultKind",
     "Finding",
     "Fix",
+    "Frame",
     "GpuInfo",
+    "GroupFinding",
     "HitRef",
+    "JobKind",
+    "JobLookup",
+    "JobView",
     "KnowledgeBase",
     "LookupResult",
     "Match",
+    "MessageOrigin",
     "NotReproducible",
+    "Origin",
     "Outcome",
+    "Part",
+    "RankVerdict",
     "Reference",
+    "Relation",
+    "Role",
+    "RootFailure",
+    "RootKind",
+    "RootRank",
+    "Surfaced",
     "__version__",
     "evidence_line",
     "inspect_gpu",
@@ -59,8 +76,20 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
     from typing import Any
 
     from kb.diagnosis.diagnose import Finding
-    from kb.diagnosis.engine import Engine, LookupResult, open_log
+    from kb.diagnosis.engine import Engine, LookupResult
     from kb.diagnosis.facts import Facts
+    from kb.job.collectives import GroupFinding
+    from kb.job.lookup import JobLookup
+    from kb.job.view import (
+        FaultKind,
+        JobKind,
+        JobView,
+        Part,
+        RankVerdict,
+        Role,
+        RootRank,
+        Surfaced,
+    )
     from kb.knowledge.base import KnowledgeBase
     from kb.model.entry import (
         Cause,
@@ -73,8 +102,11 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
         NotReproducible,
         Reference,
     )
+    from kb.model.origin import MessageOrigin
     from kb.model.record import replace
+    from kb.model.root import ChainLink, Frame, Origin, Relation, RootFailure, RootKind
     from kb.render.style import evidence_line, verification_status
+    from kb.scan.reader import open_log
     from kb.verify.gpu import GpuInfo
     from kb.verify.gpu import inspect as inspect_gpu
     from kb.verify.verifier import (
@@ -89,7 +121,7 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
 _LAZY = {
     "Engine": "diagnosis.engine",
     "LookupResult": "diagnosis.engine",
-    "open_log": "diagnosis.engine",
+    "open_log": "scan.reader",
     "Match": "model.entry",
     "HitRef": "model.entry",
     "Entry": "model.entry",
@@ -98,6 +130,13 @@ _LAZY = {
     "Diagnostic": "model.entry",
     "Fix": "model.entry",
     "Reference": "model.entry",
+    "RootFailure": "model.root",  # the log's first failure, known to an entry or not
+    "RootKind": "model.root",
+    "Frame": "model.root",
+    "ChainLink": "model.root",
+    "Origin": "model.root",
+    "Relation": "model.root",
+    "MessageOrigin": "model.origin",  # where a root failure's message is printed (RootFailure.printed_by)
     "NotReproducible": "model.entry",
     "KnowledgeBase": "knowledge.base",
     "Facts": "diagnosis.facts",
@@ -113,6 +152,17 @@ _LAZY = {
     "verification_status": "render.style",
     "evidence_line": "render.style",
     "replace": "model.record",  # a copy of a record (a Match, an Entry...) with some fields changed
+    # a whole job's verdict (kb.lookup_job(...).job) and its parts
+    "JobLookup": "job.lookup",
+    "JobView": "job.view",
+    "RankVerdict": "job.view",
+    "RootRank": "job.view",
+    "Surfaced": "job.view",
+    "Role": "job.view",
+    "Part": "job.view",
+    "JobKind": "job.view",
+    "FaultKind": "job.view",
+    "GroupFinding": "job.collectives",
 }
 
 
@@ -140,11 +190,12 @@ def lookup_job(
     top: int = 3,
     kb_dirs: Iterable[str] | None = None,
     engine: Engine | None = None,
-):
+) -> JobLookup:
     """A whole job: log files and folders (per-rank logs, torchrun's --log-dir, a `kb run`
-    folder, error files, Flight Recorder dumps). Returns kb.job.lookup.JobLookup: .result (a
-    LookupResult led by the root rank's entry) and .job (kb.job.analyze.JobView: .root, .ranks,
-    .desync; None when the input is one process's log). `engine` reuses a loaded Engine."""
+    folder, error files, Flight Recorder dumps and tarballs of them). Returns a JobLookup:
+    .result (a LookupResult led by the root rank's entry when it has one) and .job (a JobView:
+    .root, .roots, .ranks, .groups, .problems; None when the input is one process's log).
+    `engine` reuses a loaded Engine."""
     from kb.diagnosis.engine import default_engine
     from kb.job.lookup import lookup_paths
 

@@ -1,4 +1,5 @@
-"""Checks across an entry's parts, run through the same matcher a lookup uses."""
+"""Checks across an entry's parts, run through the same matcher a lookup uses, and across
+entries: two that claim one example at the same level (KB020, see kb.diagnosis.rank)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,19 @@ from kb.knowledge.signatures import SignatureIndex, text_hits
 from kb.model.entry import Entry, Problem
 from kb.scan.extract import has_trigger
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kb.scan.triggers import Triggers
+
 
 def _problem(entry: Entry, code: str, msg: str, hint: str = "") -> Problem:
     line, col = _find_line(entry.path, msg)
     return Problem(entry.path, line, col, code, msg, hint)
+
+
+def _file_problem(path: str, code: str, msg: str, hint: str = "") -> Problem:
+    line, col = _find_line(path, msg)
+    return Problem(path, line, col, code, msg, hint)
 
 
 def _find_line(path: str, msg: str) -> tuple[int, int]:
@@ -19,7 +29,8 @@ def _find_line(path: str, msg: str) -> tuple[int, int]:
         lines = open(path, encoding="utf-8").read().splitlines()
     except OSError:
         return 1, 1
-    needle = msg.split("'", 1)[1][:40] if "'" in msg else ""
+    # The quoted text ends at a quote before a space (the message goes on) or at the end.
+    needle = msg.split("'", 1)[1].split("' ", 1)[0][:40] if "'" in msg else ""
     needle = needle.split("\\n")[0].strip()
     if needle:
         for i, line in enumerate(lines, 1):
@@ -46,7 +57,12 @@ def _states_own_code(entry: Entry, text: str) -> bool:
     return any((c.api, c.value) in owned for c in extract_facts(scan_text(text).lines).cuda_codes)
 
 
-def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
+def check_entry(entry: Entry, codes_known=None, triggers: Triggers | None = None) -> list[Problem]:
+    """`triggers`: the knowledge base's trigger set (the entry's own without one)."""
+    if triggers is None:
+        from kb.knowledge.triggers import build
+
+        triggers = build([entry])
     index = SignatureIndex([entry])
     problems: list[Problem] = []
     exercised: set[str] = set()
@@ -57,11 +73,12 @@ def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
             unseen = [
                 ln
                 for ln in ex.splitlines()
-                if ln.strip() and not has_trigger(ln) and any(index.match_line(ln))
+                if ln.strip() and not has_trigger(ln, triggers) and any(index.match_line(ln))
             ]
             hint = (
-                "its matching line holds no trigger word, so a log scan never looks at it; "
-                "see kb.scan.extract.TRIGGERS and EXACT_TRIGGERS"
+                "its matching line holds no trigger (no word of kb.scan.triggers.CORE, and the "
+                "signature's literal is too short to search for), so a log scan never looks at "
+                "it; make the signature require a longer literal"
                 if unseen
                 else "widen a signature, or remove the example if it belongs to another entry"
             )
@@ -69,7 +86,10 @@ def check_entry(entry: Entry, codes_known=None) -> list[Problem]:
                 _problem(entry, "KB009", f"example '{_short(ex)}' matches no signature", hint)
             )
     for near in entry.examples_no_match:
-        hits = text_hits(index, near.text)
+        # A signature that needs a library boundary in the traceback (raised_in) may match a
+        # near-miss's words and still not count; the lookup itself is tested on it
+        # (tests/test_entries.py), with the frames.
+        hits = [h for h in text_hits(index, near.text) if not h.signature.raised_in]
         if hits:
             problems.append(
                 _problem(
@@ -111,9 +131,12 @@ def lint(kb: KnowledgeBase) -> list[Problem]:
         known = cuda_codes.get
     except ImportError:  # the table ships with kb; absent only in a broken install
         known = None
+    from kb.knowledge.triggers import build
+
+    triggers = kb.triggers if kb.triggers is not None else build(kb.entries)
     problems = list(kb.problems)
     for e in kb.entries:
-        problems.extend(check_entry(e, known))
+        problems.extend(check_entry(e, known, triggers))
         for near in e.examples_no_match:
             if near.belongs != "none" and kb.get(near.belongs) is None:
                 problems.append(
@@ -137,4 +160,99 @@ def lint(kb: KnowledgeBase) -> list[Problem]:
                             "name the ids of other entries",
                         )
                     )
+    problems += same_level_claims(kb)
+    problems += check_data()
     return sorted(problems, key=lambda p: (p.path, p.line, p.code))
+
+
+def check_data(folder: str | None = None) -> list[Problem]:
+    """kb/data's files (or those in `folder`): what loading them found (schema, regexes), and
+    every example read the way kb reads lines: a wrapper frame's through the frames in their
+    order, a job wording's through the wordings in theirs."""
+    from kb.knowledge.data import load_data
+
+    data = load_data(folder)
+    out = list(data.problems)
+    forms = data.wrappers
+    if forms is not None:
+        from kb.knowledge.wrappers import sightings
+
+        for f in forms.frames:
+            for ex in f.examples:
+                got = [s.wrapper for s in sightings(ex, forms)]
+                if f.wrapper not in got:
+                    out.append(
+                        _file_problem(
+                            forms.path,
+                            "KB009",
+                            f"example '{_short(ex)}' of frame '{f.wrapper}' is read as "
+                            f"{got or 'no CUDA error'}",
+                            "the frame must read a known CUDA error text, name or number in it",
+                        )
+                    )
+        for ex in forms.name_examples:
+            if not sightings(ex, forms):
+                out.append(
+                    _file_problem(
+                        forms.path, "KB009", f"example '{_short(ex)}' names no known CUDA error"
+                    )
+                )
+    jobs = data.jobs
+    if jobs is not None:
+        import re
+
+        compiled = [(w, re.compile(w.pattern)) for w in jobs.consequences]
+        for w in jobs.consequences:
+            for ex in w.examples:
+                first = next((v for v, r in compiled if r.search(ex)), None)
+                if first is None or first.role != w.role:
+                    said = f"read as '{first.role}'" if first else "matched by no wording"
+                    out.append(
+                        _file_problem(
+                            jobs.path,
+                            "KB009",
+                            f"example '{_short(ex)}' of a '{w.role}' wording is {said}",
+                            "widen the wording, or move it above the one that reads it first",
+                        )
+                    )
+        for w in jobs.neutral:
+            for ex in w.examples:
+                if not re.search(w.pattern, ex):
+                    out.append(
+                        _file_problem(jobs.path, "KB009", f"example '{_short(ex)}' is not matched")
+                    )
+    return out
+
+
+def same_level_claims(kb: KnowledgeBase) -> list[Problem]:
+    """KB020: an example another entry matches too, at the same level and on the same line, with
+    nothing else between them (both specific or both generic, neither explained by the other
+    nor a consequence): only the entries' order puts the right one first."""
+    from kb.diagnosis.engine import Engine
+
+    engine = Engine(knowledge=kb)
+    out: list[Problem] = []
+    for e in kb.entries:
+        seen: set[str] = set()
+        for ex in e.examples_match:
+            order = engine.ranked(ex)
+            # Signature matches only: a code sighting comes after them by the stated rule.
+            order = [(m, key) for m, key in order if m.source == "signature"]
+            mine = next((key for m, key in order if m.id == e.id), None)
+            if mine is None:
+                continue
+            for m, key in order:
+                if m.id == e.id or m.id in seen or key[:4] != mine[:4]:
+                    continue
+                seen.add(m.id)
+                out.append(
+                    _problem(
+                        e,
+                        "KB020",
+                        f"example '{_short(ex)}' is matched by '{m.id}' too, at the same level "
+                        f"({m.confidence}) on the same line: only the entries' order decides",
+                        "lower the level of the wording the two share in one of them, or name "
+                        "the other in explained_by (docs/ordering.md)",
+                    )
+                )
+    return out

@@ -2,16 +2,23 @@
 # Run real failing 2-rank jobs through `kb run -- torchrun ...` and keep everything each one left
 # behind, as test fixtures for kb's job view (tests/fixtures/jobs/<name>/).
 #
-#   bash scripts/capture_jobs.sh                       # GPU machine, NCCL: all five jobs
+#   bash scripts/capture_jobs.sh                       # GPU machine, NCCL: every job
 #   bash scripts/capture_jobs.sh stall sigkill         # some of them
-#   bash scripts/capture_jobs.sh --cpu                 # gloo on CPU: stall mismatch sigkill
+#   bash scripts/capture_jobs.sh --cpu                 # gloo on CPU: every job that needs no GPU
 #
-# The jobs (scripts/jobs/*.py), each ending in well under a minute:
+# The jobs (scripts/jobs/*.py), each ending in about a minute or less:
 #   device_assert  (a) rank 1 hits a device-side assert; rank 0 is stopped by torchrun (GPU only)
 #   stall          (b) rank 1 sleeps; rank 0's collective times out
 #   oom            (c) rank 1 runs out of GPU memory (GPU only)
 #   mismatch       (d) all_reduce with a different shape on each rank, TORCH_DISTRIBUTED_DEBUG=DETAIL
 #   sigkill        (e) rank 1 is killed by SIGKILL
+#   nccl_assert    a device-side assert on rank 1 that surfaces through NCCL (GPU only)
+#   two_groups     4 ranks: rank 1 stalls in group 0-1, rank 2 before the world's all_reduce
+#   gil            rank 1 holds the GIL in one long C call inside the collective loop
+#   early_exit     rank 1 leaves the loop and exits 0 while rank 0 goes on
+#   sub_mismatch   4 ranks: rank 3 runs group 2-3's all_reduce with another size
+# Jobs of 4 ranks on a 2-GPU host run the world group on gloo and the 2-rank groups on NCCL. The
+# newer jobs run torchrun with --tee 3, so every line carries its rank ([default1]:).
 #
 # For each job, $OUT/jobs/<name>/ (cpu-<name> with --cpu) gets:
 #   run/           the `kb run` folder: output.log, error.json, torchrun/ (per-rank error files),
@@ -39,7 +46,11 @@ for a in "$@"; do
     esac
 done
 if ((${#jobs[@]} == 0)); then
-    if ((cpu)); then jobs=(stall mismatch sigkill); else jobs=(device_assert stall oom mismatch sigkill); fi
+    if ((cpu)); then
+        jobs=(stall mismatch sigkill two_groups gil early_exit sub_mismatch)
+    else
+        jobs=(device_assert stall oom mismatch sigkill nccl_assert two_groups gil early_exit sub_mismatch)
+    fi
 fi
 
 PYTHON="${PYTHON:-python3}"
@@ -49,7 +60,8 @@ export KB_JOB_TIMEOUT="${KB_JOB_TIMEOUT:-20}"
 
 shopt -s nullglob
 wheels=(.whl/*.whl)
-if ((${#wheels[@]})); then
+# only where kb's own dependencies are missing (the wheels are for the GPU host's Python)
+if ((${#wheels[@]})) && ! "$KB_PYTHON" -c "import yaml, jsonschema, platformdirs" 2>/dev/null; then
     "$KB_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/kb-site "${wheels[@]}"
     export PYTHONPATH="/tmp/kb-site${PYTHONPATH:+:$PYTHONPATH}"
@@ -87,10 +99,17 @@ if torch.cuda.is_available():
 EOF
     extra=()
     [[ "$name" == mismatch ]] && extra=(env TORCH_DISTRIBUTED_DEBUG=DETAIL)
-    echo "=== $name: kb run -- torchrun --nproc_per_node=2 $prog" >&2
+    nproc=2
+    tee=()
+    case "$name" in
+        two_groups|sub_mismatch) nproc=4; tee=(--tee 3) ;;
+        gil|early_exit|nccl_assert) tee=(--tee 3) ;;
+    esac
+    echo "=== $name: kb run -- torchrun --nproc_per_node=$nproc ${tee[*]-} $prog" >&2
     set +e
     timeout -k 10 170 ${extra[@]+"${extra[@]}"} "$KB_PYTHON" -m kb run --run-dir "$dest/run" -- \
-        "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=2 --max-restarts=0 "$prog" \
+        "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node=$nproc --max-restarts=0 \
+        ${tee[@]+"${tee[@]}"} "$prog" \
         > "$dest/stdout.txt" 2> "$dest/stderr.txt"
     echo $? > "$dest/exit_code"
     "$KB_PYTHON" -m kb lookup "$dest/run" > "$dest/verdict.txt" 2>&1

@@ -8,8 +8,11 @@ id of a class kb has no entry for, or `none` when no entry should match. Per fil
 - covered: cases whose label is a kb entry id;
 - right on covered: of those, the share whose first match is the label or an `also` id;
 - abstained on uncovered: cases whose label is not a kb id (or none) that got no match;
-- wrong claims: cases whose first match is neither the label nor an `also` id, as a share of
-  all cases (the errors that cost a user most: a confident wrong answer);
+- wrong claims: cases whose first match is a specific entry that is neither the label nor an
+  `also` id, as a share of all cases (the errors that cost a user most: a confident wrong answer);
+- generic answers: cases whose first match is a generic entry (`generic: true`: a
+  FileNotFoundError, a KeyError) that is not the label: an answer about the language or platform,
+  never a claim about a specific class, so counted apart from wrong claims;
 - named right: all cases whose first match is right, as a share of all cases (a case labelled
   with a class kb lacks can still be named right through an `also` id);
 - suggestions: how often a full-text suggestion, shown when nothing matched, was an acceptable
@@ -66,13 +69,16 @@ def score_file(
     results: list[tuple[list[str], list[str]]],
     ids: set[str],
     aliases: dict[str, str] | None = None,
+    generic: set[str] | None = None,
 ) -> dict:
     """`aliases`: an entry's earlier ids -> its id; a label written with an earlier id is that
-    entry's label."""
+    entry's label. `generic`: the ids of generic entries (their answers are no specific claim)."""
     aliases = aliases or {}
+    generic = generic or set()
     n = len(cases)
     covered = right = uncovered = abstained = wrong = named = 0
     sugg_shown = sugg_ok = 0
+    generic_answers = 0
     misses = []
     for c, (matches, suggestions) in zip(cases, results):
         label = aliases.get(c["label"], c["label"])
@@ -83,6 +89,9 @@ def score_file(
         if first is not None and first in good:
             named += 1
             right += is_cov
+        elif first is not None and first in generic:
+            generic_answers += 1
+            misses.append((c["id"], c["label"], first, "generic"))
         elif first is not None:
             wrong += 1
             misses.append((c["id"], c["label"], first, "wrong"))
@@ -101,6 +110,7 @@ def score_file(
         "uncovered": uncovered,
         "abstained_on_uncovered": abstained,
         "wrong_claims": wrong,
+        "generic_answers": generic_answers,
         "named_right": named,
         "suggestions_shown": sugg_shown,
         "suggestions_right": sugg_ok,
@@ -124,6 +134,9 @@ def report(name: str, s: dict, verbose: bool) -> None:
     )
     print(
         f"  wrong claims           {s['wrong_claims']:4}   of all cases     {pct(s['wrong_claims'], s['cases'])}"
+    )
+    print(
+        f"  generic answers        {s['generic_answers']:4}   of all cases     {pct(s['generic_answers'], s['cases'])}"
     )
     print(
         f"  named right            {s['named_right']:4}   of all cases     {pct(s['named_right'], s['cases'])}"
@@ -150,6 +163,7 @@ def main() -> int:
     engine = Engine(args.kb_dir)
     kb = engine.knowledge
     ids = {e.id for e in kb.entries}
+    generic = {e.id for e in kb.entries if e.generic}
     aliases = {a: e.id for e in kb.entries for a in e.aliases}
     out = {}
     for path in args.cases:
@@ -160,7 +174,7 @@ def main() -> int:
             r = engine.lookup(c["text"], top=3)
             results.append(([m.id for m in r.matches], [m.id for m in r.suggestions]))
         took = (time.perf_counter() - t0) * 1000 / max(len(cases), 1)
-        s = score_file(cases, results, ids, aliases)
+        s = score_file(cases, results, ids, aliases, generic)
         s["ms_per_case"] = round(took, 2)
         if args.baseline:
             base = plain_bm25(kb)

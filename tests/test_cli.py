@@ -107,7 +107,14 @@ def test_lookup_exit_codes_and_json():
     rc, out, _ = run("lookup", "--json", "everything is fine, training finished")
     assert rc == 1 and json.loads(out)["matches"] == []
     rc, out, _ = run("lookup", "everything is fine")
-    assert rc == 1 and "no known entry" in out
+    assert rc == 1 and "no known entry" in out and "root failure" not in out
+    # A failure no entry knows: exit 4, its root failure first, marked as not from the KB.
+    rc, out, _ = run("lookup", "SomeLibraryError: the frobnicator failed to converge")
+    assert rc == 4 and out.startswith("root failure  SomeLibraryError  (not in the knowledge base)")
+    assert "Likely causes" not in out and "Try first" not in out
+    rc, out, _ = run("lookup", "--json", "SomeLibraryError: the frobnicator failed to converge")
+    d = json.loads(out)
+    assert rc == 4 and d["matches"] == [] and d["root"]["exception"] == "SomeLibraryError"
 
 
 def test_lookup_stdin_and_file(tmp_path):

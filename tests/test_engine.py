@@ -116,27 +116,41 @@ def _local_dir(root: Path, name: str, word: str) -> Path:
     return root / name
 
 
+REBUILD_LOOP = """
+import os, sys
+from kb.cli.main import main
+n = 0
+while not os.path.exists(sys.argv[2]):
+    assert main(['index', '--rebuild', '--kb-dir', sys.argv[1]]) == 0
+    n += 1
+    if n == 1:
+        print('first', flush=True)
+print(n, flush=True)
+"""
+
+
 def test_many_lookups_while_the_index_rebuilds_and_entries_change(tmp_path, monkeypatch):
     """200 lookups from 16 threads, each through a fresh engine (so each loads the entries and
-    opens the full-text index), while another process rebuilds the index in a loop, an entry
-    file is rewritten, and two KB_PATH configurations share one KB_HOME."""
+    opens the full-text index), while another process rebuilds the index in a loop for as long
+    as they run, an entry file is rewritten in place every 10 ms (an editor saving: truncated,
+    then written), and two KB_PATH configurations share one KB_HOME."""
     home = tmp_path / "home"
     monkeypatch.setenv("KB_HOME", str(home))
     a = _local_dir(tmp_path, "alpha", "Gizmo")
     b = _local_dir(tmp_path, "beta", "Doohickey")
     stop = threading.Event()
+    stop_file = tmp_path / "stop-rebuilding"
     rebuilder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys\nfrom kb.cli.main import main\nfor _ in range(40): main(['index', '--rebuild', '--kb-dir', sys.argv[1]])",
-            str(a),
-        ],
+        [sys.executable, "-c", REBUILD_LOOP, str(a), str(stop_file)],
         env=dict(os.environ),
         cwd=REPO,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        text=True,
     )
+    for line in rebuilder.stdout:  # `kb index` says what it built; then the loop's own word
+        if line == "first\n":
+            break  # the lookups start while it rebuilds
     edited = b / "local" / "beta-entry.yaml"
     original = edited.read_text()
 
@@ -185,10 +199,13 @@ def test_many_lookups_while_the_index_rebuilds_and_entries_change(tmp_path, monk
             list(pool.map(one, range(200)))
     finally:
         stop.set()
+        stop_file.touch()
         editor.join()
         rebuilder.wait(timeout=120)
     assert failures == []
-    assert rebuilder.returncode == 0, rebuilder.stderr.read().decode()[-2000:]
+    assert rebuilder.returncode == 0, rebuilder.stderr.read()[-2000:]
+    rebuilt = int(rebuilder.stdout.read().split()[-1])
+    assert rebuilt >= 2  # at least one rebuild ran through the lookups
     # One configuration's clean-up never removed the other's live index.
     for cfg in (a, b):
         eng = Engine([str(cfg)])
@@ -205,7 +222,8 @@ def test_unwritable_kb_home_warns_once_and_still_answers(tmp_path):
     warnings = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert len(warnings) == 1 and "cannot write" in warnings[0] and "Traceback" not in p.stderr
     p = kb_cli("lookup", UNKNOWN, env=env)  # full text falls back to an index in memory
-    assert p.returncode == 1 and "Traceback" not in p.stderr
+    # No entry, but a failure: its root failure is the answer (exit 4, kb/exit_codes.py).
+    assert p.returncode == 4 and "Traceback" not in p.stderr
     p = kb_cli("index", env=env)
     assert p.returncode == 2 and "cannot write" in p.stderr and "Traceback" not in p.stderr
 
@@ -353,12 +371,13 @@ def test_exit_codes_are_defined_once():
             continue
         text = f.read_text()
         assert "EXIT_OK, " not in text and "= 0, 1, 2" not in text, f
-    assert (exit_codes.OK, exit_codes.NOT_FOUND, exit_codes.USAGE, exit_codes.NOTHING_VERIFIED) == (
-        0,
-        1,
-        2,
-        3,
-    )
+    assert (
+        exit_codes.OK,
+        exit_codes.NOT_FOUND,
+        exit_codes.USAGE,
+        exit_codes.NOTHING_VERIFIED,
+        exit_codes.ROOT_ONLY,
+    ) == (0, 1, 2, 3, 4)
 
 
 def test_json_output_reports_warnings_and_hits():

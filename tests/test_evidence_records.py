@@ -110,3 +110,49 @@ def test_record_writes_output_as_a_block_and_reads_it_back(tmp_path):
     assert load_evidence(tmp_path)["x"][0].output == ev.output
     bare = write_evidence(tmp_path / "bare", replace(ev, output=""))
     assert "output" not in bare.read_text(encoding="utf-8")  # older records' shape
+
+
+def test_a_damaged_record_is_reported_with_its_file_and_line(tmp_path):
+    from kb.knowledge.evidence import read_evidence
+
+    good = REPO / "evidence" / "cuda-oom"
+    (tmp_path / "cuda-oom").mkdir()
+    for f in good.glob("*.yaml"):
+        (tmp_path / "cuda-oom" / f.name).write_text(f.read_text(encoding="utf-8"))
+    (tmp_path / "cuda-oom" / "broken--torch-x.yaml").write_text("entry: cuda-oom\nstatus: [\n")
+    (tmp_path / "cuda-oom" / "bad-status--torch-x.yaml").write_text(
+        (good / "nvidia-h200--torch-2.11.0-cu130.yaml")
+        .read_text(encoding="utf-8")
+        .replace("status: reproduced", "status: sort-of")
+    )
+    (tmp_path / "nccl-error").mkdir()
+    (tmp_path / "nccl-error" / "moved--torch-x.yaml").write_text(
+        (good / "nvidia-h200--torch-2.11.0-cu130.yaml").read_text(encoding="utf-8")
+    )
+    records, problems = read_evidence(tmp_path)
+    assert len(records["cuda-oom"]) == len(list(good.glob("*.yaml")))  # the good ones still load
+    by_file = {Path(p.path).name: p for p in problems}
+    assert set(by_file) == {
+        "broken--torch-x.yaml",
+        "bad-status--torch-x.yaml",
+        "moved--torch-x.yaml",
+    }
+    assert (
+        by_file["broken--torch-x.yaml"].line == 3
+        and "cannot be read" in by_file["broken--torch-x.yaml"].message
+    )
+    assert "status" in by_file["bad-status--torch-x.yaml"].message
+    assert "folder of 'nccl-error'" in by_file["moved--torch-x.yaml"].message
+    assert all(p.code == "KB019" for p in problems)
+
+
+def test_lint_names_a_damaged_record(tmp_path, monkeypatch, capsys):
+    import kb.paths
+    from kb.cli.main import main
+
+    (tmp_path / "cuda-oom").mkdir()
+    (tmp_path / "cuda-oom" / "x--torch-y.yaml").write_text("entry: cuda-oom\n")
+    monkeypatch.setattr(kb.paths, "evidence_folder", lambda: str(tmp_path))
+    assert main(["lint"]) == 1
+    err = capsys.readouterr()
+    assert "x--torch-y.yaml" in err.out + err.err and "KB019" in err.out + err.err

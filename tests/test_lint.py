@@ -98,14 +98,22 @@ BROKEN = {
         "good-entry.yaml",
         None,
     ),
+    "KB019": (
+        GOOD.replace("  - id: legacy\n", "  - id: legacy\n    weight: 0.6\n", 1),
+        "good-entry.yaml",
+        11,
+    ),
 }
+
+# Another entry in the same folder, with wordings of its own (it claims no example of GOOD's).
+FINE = GOOD.replace("good-entry", "zz-fine").replace("idget", "izmo")
 
 
 @pytest.mark.parametrize("code", sorted(BROKEN))
 def test_check_fires(entry_dir, code):
     text, name, line = BROKEN[code]
     path = entry_dir(name, text)
-    entry_dir("zz-fine.yaml", GOOD.replace("good-entry", "zz-fine"))
+    entry_dir("zz-fine.yaml", FINE)
     kb, problems = run_lint(entry_dir.root)
     mine = [p for p in problems if p.path == str(path)]
     assert code in codes(mine), problems
@@ -177,3 +185,122 @@ def test_explained_by_must_name_another_entry(entry_dir):
     _, problems = run_lint(entry_dir.root)
     msgs = [p.message for p in problems if p.code == "KB017"]
     assert len(msgs) == 2 and "'no-such-entry'" in msgs[0] + msgs[1], msgs
+
+
+def test_weight_is_read_as_a_level_and_lint_says_it_is_deprecated(entry_dir):
+    entry_dir(
+        "good-entry.yaml", GOOD.replace("  - id: legacy\n", "  - id: legacy\n    weight: 0.4\n", 1)
+    )
+    kb, problems = run_lint(entry_dir.root)
+    assert kb.entries[0].signature("legacy").level == "low"
+    assert kb.entries[0].signature("modern").level == "high"
+    (p,) = [p for p in problems if p.code == "KB019"]
+    assert "level low" in p.message and "level: low" in p.hint
+
+
+def test_two_entries_claiming_one_example_at_one_level_kb020(entry_dir):
+    # A twin with the same wordings at the same level: only the order of the entries would
+    # decide which one a lookup names.
+    good = entry_dir("good-entry.yaml", GOOD)
+    twin = entry_dir("twin-entry.yaml", GOOD.replace("good-entry", "twin-entry"))
+    _, problems = run_lint(entry_dir.root)
+    kb020 = [p for p in problems if p.code == "KB020"]
+    assert {p.path for p in kb020} == {str(good), str(twin)}
+    p = next(p for p in kb020 if p.path.endswith("good-entry.yaml"))
+    assert "'twin-entry'" in p.message and "(high)" in p.message
+    assert GOOD.splitlines()[p.line - 1].strip().startswith("- ")  # points at the example
+
+
+MODERN = "  - id: modern\n"
+LEGACY = "  - id: legacy\n"
+
+
+@pytest.mark.parametrize(
+    "stated",
+    [
+        # The twin's wording is one that other classes share: the entry that owns it comes first.
+        MODERN + "    level: medium\n",
+        # The twin's wording is caused by the entry's error: it follows the entry.
+        MODERN + "    explained_by: [good-entry]\n",
+    ],
+    ids=["level", "explained_by"],
+)
+def test_a_stated_order_clears_kb020(entry_dir, stated):
+    entry_dir("good-entry.yaml", GOOD)
+    twin = GOOD.replace("good-entry", "twin-entry").replace(MODERN, stated, 1)
+    twin = twin.replace(LEGACY, stated.replace(MODERN, LEGACY), 1)
+    entry_dir("twin-entry.yaml", twin)
+    kb, problems = run_lint(entry_dir.root)
+    assert not [p for p in problems if p.code == "KB020" and "good-entry" in p.path], problems
+    from kb.diagnosis.engine import engine_for
+
+    best = engine_for(kb).lookup("RuntimeError: Widget error: the widget exploded").best
+    assert best is not None and best.id == "good-entry"
+
+
+# ---------------------------------------------------------------- kb/data's files
+DATA = Path(__file__).resolve().parent.parent / "kb" / "data"
+
+
+def data_copy(tmp_path, name: str, old: str, new: str) -> Path:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for f in ("wrappers.yaml", "job-wordings.yaml"):
+        (folder / f).write_text((DATA / f).read_text(encoding="utf-8"), encoding="utf-8")
+    path = folder / name
+    text = path.read_text(encoding="utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+def test_bundled_data_files_are_clean():
+    from kb.lint import check_data
+
+    assert check_data() == []
+
+
+@pytest.mark.parametrize(
+    "name,old,new,code",
+    [
+        # A regex that does not compile, in a wrapper frame.
+        ("wrappers.yaml", r"(?P<text>[^\n]+)'", r"(?P<text>[^\n]+'", "KB007"),
+        # A field the schema does not know.
+        ("job-wordings.yaml", "  - role: abort\n", "  - role: abort\n    rol: x\n", "KB004"),
+        # A role no one defined.
+        ("job-wordings.yaml", "  - role: abort\n", "  - role: aborted\n", "KB004"),
+        # An example its wording does not read.
+        (
+            "job-wordings.yaml",
+            '["RuntimeError: NCCL communicator was aborted on rank 1."]',
+            '["RuntimeError: NCCL communicator was never aborted."]',
+            "KB009",
+        ),
+        # An example another wording, earlier in the file, reads as another role.
+        (
+            "job-wordings.yaml",
+            '["RuntimeError: Connection reset by peer"]',
+            '["RuntimeError: Socket Timeout, Connection reset by peer"]',
+            "KB009",
+        ),
+        # A frame whose example names no CUDA error it can read.
+        (
+            "wrappers.yaml",
+            '["CUDA kernel failed : invalid configuration argument"]',
+            '["CUDA kernel failed : the widget broke"]',
+            "KB009",
+        ),
+    ],
+    ids=["regex", "schema-field", "schema-role", "example", "example-order", "frame-example"],
+)
+def test_data_file_checks_name_file_and_line(tmp_path, name, old, new, code):
+    from kb.lint import check_data
+
+    path = data_copy(tmp_path, name, old, new)
+    problems = check_data(str(path.parent))
+    assert [p.code for p in problems] == [code], problems
+    (p,) = problems
+    assert p.path == str(path)
+    changed = next(ln for ln in new.splitlines() if ln.strip() and ln not in old)
+    want = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if changed in ln)
+    assert abs(p.line - want) <= 1, (p, want)

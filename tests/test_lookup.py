@@ -80,7 +80,6 @@ def test_streaming_matches_in_memory_over_chunk_boundaries():
 def test_both_scanners_give_the_same_lines(monkeypatch, no_hs):
     import kb.scan.extract as ex
 
-    monkeypatch.setattr(ex, "_HS_DBS", {})
     monkeypatch.setenv("KB_NO_HYPERSCAN", no_hs)
     data = (("Epoch 1 loss 0.1 ERROR-free\n" * 50000) + IMA + "\n").encode()
     s = ex.scan(iter_chunks(io.BytesIO(data)))
@@ -143,11 +142,54 @@ def test_an_oom_without_figures_claims_no_case():
 
 
 def test_no_oom_finding_without_the_oom_entry():
-    # "out of memory" on a line no signature claims is no proof of a CUDA OOM: no finding
-    # speaks for an entry that did not match.
+    # "out of memory" on a line no signature claims is no proof of a CUDA OOM: the figures are
+    # read from the captures of the signatures that matched, so there are none, and no finding.
     r = lookup_text("frobnicator: widget cache out of memory, retrying", kb=KB)
-    assert r.facts.oom is not None
+    assert r.facts.oom is None
     assert r.matches == [] and r.diagnosis == []
+
+
+def test_the_oom_figures_are_the_matched_signatures_captures():
+    """Every figure comes from a named group of cuda-oom's signatures, and the finding says which
+    entry and signatures gave it."""
+    text = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total "
+        "capacity of 79.19 GiB of which 500.00 MiB is free. Process 4242 has 40.00 GiB memory in "
+        "use. Including non-PyTorch memory, this process has 38.60 GiB memory in use. Of the "
+        "allocated memory 37.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved by PyTorch "
+        "but unallocated."
+    )
+    r = lookup_text(text, kb=KB)
+    o = r.facts.oom
+    gib = 1 << 30
+    assert (o.requested, o.total, o.process_in_use, o.allocated) == (
+        gib,
+        int(79.19 * gib),
+        int(38.60 * gib),
+        37 * gib,
+    )
+    assert o.reserved == 38 * gib and o.format == "2.x" and o.gpu == 0
+    assert o.other_processes == [{"pid": 4242, "bytes": 40 * gib}]
+    finding = next(f for f in r.diagnosis if f.topic == "oom")
+    assert finding.entries == ["cuda-oom"]
+    entry, _, sigs = finding.source.partition("/")
+    assert entry == "cuda-oom" and {"oom-2x", "oom-process-usage", "oom-2x-breakdown"} <= set(
+        sigs.split("+")
+    )
+    for sig in sigs.split("+"):
+        assert KB.get("cuda-oom").signature(sig).diagnosis == "gpu-memory"
+
+
+def test_a_kernel_assertion_is_read_from_the_signatures_capture():
+    line = (
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:245: nll_loss_forward_reduce_cuda_kernel_2d: "
+        "block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed."
+    )
+    r = lookup_text(line, kb=KB)
+    f = next(f for f in r.diagnosis if f.topic == "assertion")
+    assert f.verdict == "A kernel assertion failed: `t >= 0 && t < n_classes`."
+    assert f.source == "cuda-device-side-assert/kernel-assertion"
+    assert f.entries == ["cuda-device-side-assert"]
 
 
 def test_bare_code_is_ambiguous_and_says_so():

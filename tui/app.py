@@ -5,9 +5,16 @@ paste box and the entries; the detail pane shows the selected rank.
 `create_app` is the one factory: `kb tui` (run_app) and the tests both build the app through it,
 injecting a knowledge base, an environment and a verifier where they want determinism.
 
+Safe to type into: the paste box has the focus from the start, every printable key typed on the
+start screen goes to it wherever the focus is, and a letter outside the box acts only when no
+other key follows it at once (keys.BURST_S: a paste from a terminal without bracketed paste is
+text, never commands). Running a repro always asks first, showing the command; quitting while
+one runs asks, then cancels it and leaves.
+
 Nothing blocking runs on the event loop: loading the entries, every lookup, reading a file or a
-pipe, asking NVML, probing torch and running repros all happen in worker threads, which hand
-their results back with call_from_thread. The app reaches kb only through its public API.
+pipe, asking NVML, probing torch and running repros all happen in daemon threads (background.py,
+so quitting never waits for them), which hand their results back with call_from_thread. The app
+reaches kb only through its public API.
 """
 
 from __future__ import annotations
@@ -20,10 +27,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 from textual import events, on
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
+from textual.screen import Screen
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import (
     Footer,
     Input,
@@ -33,6 +43,7 @@ from textual.widgets import (
     TabPane,
     TextArea,
 )
+from textual.widgets.text_area import Selection
 
 from kb import (
     Engine,
@@ -44,16 +55,20 @@ from kb import (
     verification_status,
 )
 
-from . import command_line, keys
+from . import clipboard, command_line, keys
+from .background import Background
 from .confirm_screen import ConfirmScreen
+from .copy_items import items_for
+from .copy_screen import CopiedScreen, CopyMenu
 from .detail_pane import DetailPane
+from .find_bar import FindBar
 from .help_screen import HelpScreen
 from .job_ranks import JobInfo, shorter
 from .log_source import (
-    READ_ERRORS,
     human_size,
     problem,
     read_tail,
+    read_window,
     remove_spool,
     spool,
     spool_path,
@@ -64,6 +79,7 @@ from .open_screen import OpenScreen
 from .rank_list import RankList
 from .results_list import NO_MATCH, ResultsList
 from .run_panel import RunPanel
+from .text_view import TextView
 from .verifier import Verifier
 
 DEBOUNCE_S = 0.2
@@ -72,16 +88,24 @@ MAX_AREA_CHARS = (
 )  # a bigger log is looked up whole; the editor gets its tail (loading 1 MiB
 # into a soft-wrapping TextArea froze the UI for ~0.8 s; 64 KiB is ~900 lines and ~50 ms)
 LIVE_LOOKUP_S = 2.0  # while a pipe is still arriving, look up what came so far this often
+LIVE_TAIL_S = 0.5  # ...and show its tail this often (when more came)
 GPU_REFRESH_S = 5.0
 COMPACT_BELOW = 100  # columns
 TOP = 8
+WINDOW_LINES = 200  # around a matched line beyond the shown tail, each side
+BURST_KEYS = {"enter": "\n", "tab": "\t"}  # keys a paste holds besides printable ones
+QUIT_WAIT_S = 0.3  # how long quitting waits for a cancelled repro to end (then it goes anyway)
 
 
 class KbApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "kb"
-    ESCAPE_TO_MINIMIZE = False
-    BINDINGS = keys.bindings()
+    ESCAPE_TO_MINIMIZE = True
+    BINDINGS = [
+        *keys.bindings(),
+        Binding("n", "find_step(1)", "Next hit", show=False),
+        Binding("N", "find_step(-1)", "Previous hit", show=False),
+    ]
 
     def __init__(
         self,
@@ -102,6 +126,7 @@ class KbApp(App[int]):
         self.kb_dirs = kb_dirs
         self.verifier = verifier or Verifier()
         self.python = python
+        self.background = Background()
         self.result: LookupResult | None = None
         self.job: JobInfo | None = None  # the ranks of a job (a folder, a multi-rank log)
         self.last_lookup_ms: float | None = None  # lookup compute time, in the worker
@@ -109,28 +134,46 @@ class KbApp(App[int]):
         self.mounted_at: float | None = None
         self.ready_at: float | None = None  # the first frame is on the screen
         self.kb_ready_at: float | None = None  # the entries are loaded and listed
+        self.quit_with_run = False  # quit while a repro ran: run_app kills what is left of it
         self._initial_text = text
         self._environment = environment
         self._torch_known = environment is not None
         self._env_lock = threading.Lock()
         self._watch_gpu = watch_gpu and environment is None
         self._prewarm = prewarm
-        # A log read from a file or a pipe: looked up whole from `_log`, while the editor shows
-        # its tail (`_area_tail`); once the editor's text differs from that tail, it is the input.
+        # A log read from a file or a pipe: looked up whole from `_log_path`, while the editor
+        # shows its tail (`_area_tail`); once the editor's text differs from that, it is the input.
         self._log_path = log
         self._log_label = str(log) if log is not None else ""
         self._stream = stream
         self._spool: Path | None = None
         self._streaming = False
         self._stop_spool = threading.Event()
+        self._spooled = 0  # bytes of the pipe copied so far (the reader thread counts them)
+        self._tail_bytes = 0  # ...when its tail was last shown
+        self._tail_reading = False
+        self._looked_bytes = 0  # ...when it was last looked up
+        self._looked_at = 0.0
+        self._pipe_timer: Timer | None = None
         self._area_tail: str | None = None
-        self._message: tuple[str, str, bool] | None = (
-            None  # shown in the detail pane instead of an intro
-        )
+        self._message: tuple[str, str, bool] | None = None  # shown instead of an entry
         self._lookup_running = False
         self._debounce: Timer | None = None
         self._generation = 0
         self._created = time.perf_counter()
+        self._shown_key: tuple[str, str | None, str | None] | None = None
+        # Keys: a letter held back while we see whether more keys follow (a paste, not a command)
+        self._held: list[str] | None = None
+        self._held_key = ""
+        self._held_at = 0.0  # the last held key's event time
+        self._held_mono = 0.0
+        self._replay: str | None = None
+        self._letters = keys.letters()
+        # Find: which pane, and for the paste box its hits (text offsets) and the current one
+        self._find_target = "detail"
+        self._area_hits: list[tuple[int, int]] = []
+        self._area_current = -1
+        self._quitting = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -144,9 +187,9 @@ class KbApp(App[int]):
                     soft_wrap=True,
                     show_line_numbers=False,
                     highlight_cursor_line=False,
-                    placeholder="Paste an error or a log here (i or f2)",
+                    placeholder="Paste or type an error or a log here",
                 )
-                yield Input(id="filter", placeholder="/ filter entries", compact=True)
+                yield Input(id="filter", placeholder="filter the entries (f6)", compact=True)
                 yield ResultsList(id="results")
                 yield RankList(id="ranks")  # in place of the three above while a job is open
             with TabbedContent(id="right", initial="details"):
@@ -154,7 +197,10 @@ class KbApp(App[int]):
                     yield DetailPane(id="detail")
                 with TabPane("Run log", id="run"):
                     yield RunPanel(id="runpanel")
-        yield Footer(show_command_palette=False)
+        find = FindBar(id="find")
+        find.display = False
+        yield find
+        yield Footer(show_command_palette=True)
 
     def on_mount(self) -> None:
         self.query_one("#paste", TextArea).border_title = "Error or log"
@@ -165,33 +211,40 @@ class KbApp(App[int]):
         if self.kb is None:
             results.border_title = "Entries (loading)"
             self.query_one(DetailPane).show_message("Loading the entries…")
-        results.focus()  # so every letter key works and the footer shows them; a paste still lands in the box
+        # The paste box has the focus, as a form's first field does: typing and pasting land in
+        # it from the first key. The list's letters work once the focus is moved there.
+        self.query_one("#paste", TextArea).focus()
         self.call_after_refresh(self._start_background)
         self.mounted_at = time.perf_counter()
 
     def on_resize(self, event: events.Resize) -> None:
-        # Below 100 columns the footer drops the spaces around its keys: at 80, while typing,
-        # the roomy footer pushed "esc Back" off the line.
+        # Below 100 columns the footer drops the spaces around its keys: at 80 the roomy footer
+        # pushed its last keys off the line.
         self.query_one(Footer).compact = event.size.width < COMPACT_BELOW
 
     def on_ready(self) -> None:
         self.ready_at = time.perf_counter()
 
     def _start_background(self) -> None:
-        """After the first frame: the entries, the machine, the log; each in its own worker."""
+        """After the first frame: the entries, the machine, the log; each in its own thread."""
         if self.kb is None:
-            self.run_worker(self._load_kb, thread=True, group="kb", exit_on_error=False)
+            self.background.start(self._load_kb, "kb")
         else:
             self._kb_ready_now()
         if self._environment is None:
-            self.run_worker(self._probe_machine, thread=True, group="machine", exit_on_error=False)
+            self.background.start(self._probe_machine, "machine")
         if self._stream is not None:
-            self.run_worker(self._read_pipe, thread=True, group="input", exit_on_error=False)
+            self.background.start(self._read_pipe, "pipe")
         elif self._log_path is not None:
             self._area_tail = ""  # the editor shows nothing of it yet
             self._message = ("Reading " + self._log_label + "…", "", False)
             self.query_one(DetailPane).show_message(*self._message)
-            self.run_worker(self._read_log_tail, thread=True, group="input", exit_on_error=False)
+            self.background.start(self._read_log_tail, "input")
+
+    @property
+    def busy(self) -> bool:
+        """Whether anything is still in flight: a thread, the debounce, a held key."""
+        return self.background.busy or self._debounce is not None or self._held is not None
 
     # ------------------------------------------------------------------ the knowledge base
     def _load_kb(self) -> None:
@@ -199,9 +252,9 @@ class KbApp(App[int]):
             engine = Engine(self.kb_dirs)
             kb = engine.knowledge
         except Exception as e:  # a broken install still opens, and says why
-            self.call_from_thread(self._kb_failed, f"{type(e).__name__}: {e}")
+            self._call_ui(self._kb_failed, f"{type(e).__name__}: {e}")
             return
-        self.call_from_thread(self._kb_ready, engine, kb)
+        self._call_ui(self._kb_ready, engine, kb)
         if self._prewarm:
             self._prewarm_index(engine)
 
@@ -237,13 +290,13 @@ class KbApp(App[int]):
 
     # ------------------------------------------------------------------ the machine: GPU, torch
     def _probe_machine(self) -> None:
-        """Worker: the GPUs first (milliseconds), then torch in the repro interpreter (seconds)."""
+        """Thread: the GPUs first (milliseconds), then torch in the repro interpreter (seconds)."""
         self.get_environment()
         if self._watch_gpu and self._environment is not None and self._environment.gpu is not None:
-            self.call_from_thread(self._watch_gpu_memory)
+            self._call_ui(self._watch_gpu_memory)
 
     def get_environment(self) -> Environment:
-        """Where repros run, probed once (worker threads only: NVML and a child interpreter)."""
+        """Where repros run, probed once (threads only: NVML and a child interpreter)."""
         with self._env_lock:
             if self._environment is None or not self._torch_known:
                 gpu, reason = self.verifier.read_gpu()
@@ -272,12 +325,11 @@ class KbApp(App[int]):
         self.query_one(MachineStatus).show(env, torch_known)
 
     def _watch_gpu_memory(self) -> None:
-        self.set_interval(
-            GPU_REFRESH_S,
-            lambda: self.run_worker(
-                self._reread_gpu, thread=True, group="gpu", exclusive=True, exit_on_error=False
-            ),
-        )
+        def reread() -> None:
+            if not self._quitting:
+                self.background.start(self._reread_gpu, "gpu")
+
+        self.set_interval(GPU_REFRESH_S, reread)
 
     def _reread_gpu(self) -> None:
         gpu, reason = self.verifier.read_gpu()
@@ -298,7 +350,7 @@ class KbApp(App[int]):
 
     # ------------------------------------------------------------------ a log from a file or a pipe
     def _read_log_tail(self) -> None:
-        """Worker: the tail of the file for the editor (the lookup reads the file whole); a
+        """Thread: the tail of the file for the editor (the lookup reads the file whole); a
         folder has no tail, and goes straight to its lookup."""
         log = self._log_path
         if log is None:  # cleared meanwhile
@@ -308,10 +360,10 @@ class KbApp(App[int]):
             return
         try:
             tail, size, trouble = read_tail(log, MAX_AREA_CHARS)
-        except READ_ERRORS as e:
-            self._call_ui(self._log_failed, problem(self._log_label, e))
+        except Exception as e:  # a file that cannot be read is said in words
+            self._call_ui(self._log_failed, log, problem(self._log_label, e))
             return
-        self._call_ui(self._log_loaded, tail, size, trouble)
+        self._call_ui(self._log_loaded, log, tail, size, trouble)
 
     def _folder_opened(self, folder: Path) -> None:
         if folder != self._log_path:  # another path was opened meanwhile
@@ -321,7 +373,9 @@ class KbApp(App[int]):
         area.border_subtitle = "a folder: its logs are read as one job"
         self._start_lookup()
 
-    def _log_failed(self, why: str) -> None:
+    def _log_failed(self, log: Path, why: str) -> None:
+        if log != self._log_path:
+            return
         self._log_path = None
         self._show_failure(why)
 
@@ -337,14 +391,16 @@ class KbApp(App[int]):
         results.border_title = "Nothing read"
         results.border_subtitle = ""
         self.query_one(DetailPane).show_message(*self._message)
+        self._shown_key = None
+        self._front_details()
         self.notify(why, severity="error", timeout=15)
 
-    def _log_loaded(self, tail: str, size: int, trouble: str) -> None:
+    def _log_loaded(self, log: Path, tail: str, size: int, trouble: str) -> None:
+        if log != self._log_path:
+            return
         self._message = None
-        if self.query_one("#paste", TextArea).text == (
-            self._area_tail or ""
-        ):  # not typed over meanwhile
-            self._load_area(tail, size)
+        if self.query_one("#paste", TextArea).text == (self._area_tail or ""):
+            self._load_area(tail, size)  # not typed over meanwhile
         if trouble:
             self.query_one(
                 "#paste", TextArea
@@ -353,48 +409,93 @@ class KbApp(App[int]):
         self._start_lookup()
 
     def _read_pipe(self) -> None:
-        """Worker: copy the piped log to a temporary file as it arrives; look up what came so far
-        every few seconds, and all of it at the end."""
+        """Thread: copy the piped log to a temporary file as it arrives (counting the bytes in
+        `_spooled`); the UI's timer (_pipe_tick) shows its tail and looks up what came so far,
+        and all of it is looked up at the end."""
         assert self._stream is not None
         self._spool = spool_path()
         self._area_tail = ""
         self._log_path, self._log_label, self._streaming = self._spool, "the piped log", True
-        last = [time.monotonic()]
+        spooled = self._spool
 
         def progress(n: int) -> None:
-            now = time.monotonic()
-            if now - last[0] >= LIVE_LOOKUP_S:
-                last[0] = now
-                self._call_ui(self._pipe_progress, n)
+            self._spooled = n
 
-        self._call_ui(self._pipe_progress, 0)
+        self._call_ui(self._watch_pipe)
         try:
-            total = spool(self._stream, self._spool, progress, self._stop_spool.is_set)
-        except READ_ERRORS as e:
+            total = spool(self._stream, spooled, progress, self._stop_spool.is_set)
+        except OSError as e:
             self._streaming = False
-            self._call_ui(self._log_failed, f"cannot read the piped log: {e}")
+            self._call_ui(self._log_failed, spooled, f"cannot read the piped log: {e}")
             return
+        finally:
+            self._stream.close()
         self._streaming = False
         if self._stop_spool.is_set():  # cleared, or another path opened: the pipe is not the input
             return
-        self._call_ui(self._pipe_progress, total)
+        self._call_ui(self._pipe_ended, total)
         self._read_log_tail()
 
-    def _pipe_progress(self, n: int) -> None:
+    def _watch_pipe(self) -> None:
+        self._pipe_progress(0, "")
+        self._pipe_timer = self.set_interval(LIVE_TAIL_S, self._pipe_tick)
+
+    def _pipe_tick(self) -> None:
+        """While a pipe streams: its tail into the box when more came, and a lookup of what came
+        so far, at once for the first bytes and then every LIVE_LOOKUP_S. A pipe that goes quiet
+        still has its last bytes shown and looked up."""
+        if not self._streaming or self._log_path != self._spool or self._spool is None:
+            if self._pipe_timer is not None:
+                self._pipe_timer.stop()
+                self._pipe_timer = None
+            return
+        n, spooled = self._spooled, self._spool
+        if n != self._tail_bytes and not self._tail_reading:
+            self._tail_bytes, self._tail_reading = n, True
+
+            def work() -> None:
+                try:
+                    tail, _, _ = read_tail(spooled, MAX_AREA_CHARS)
+                except Exception:  # the copy is ours; a failure only skips this update
+                    tail = ""
+                self._call_ui(self._pipe_progress, n, tail)
+
+            self.background.start(work, "tail")
+        now = time.monotonic()
+        due = self._looked_bytes == 0 or now - self._looked_at >= LIVE_LOOKUP_S
+        if (
+            n
+            and n != self._looked_bytes
+            and due
+            and not self._lookup_running
+            and self.kb is not None
+        ):
+            self._looked_bytes, self._looked_at = n, now
+            self._start_lookup()
+
+    def _pipe_progress(self, n: int, tail: str) -> None:
+        self._tail_reading = False
+        if not self._streaming or self._log_path != self._spool:
+            return
         area = self.query_one("#paste", TextArea)
-        if self._streaming:
-            area.border_subtitle = f"reading stdin: {human_size(n)}"
-            self.query_one(RankList).border_subtitle = area.border_subtitle
-            self._message = (
-                "Reading the piped log…",
-                f"{human_size(n)} so far. Results follow as it arrives; the whole log is "
-                "looked up when the pipe closes.",
-                False,
-            )
-            if self.result is None:
-                self.query_one(DetailPane).show_message(*self._message)
-            if n and not self._lookup_running and self.kb is not None:
-                self._start_lookup()
+        if tail and area.text == (self._area_tail or ""):  # not typed over meanwhile
+            self._load_area(tail, n)
+        area.border_title = "piped log"
+        area.border_subtitle = f"still reading: {human_size(n)} so far"
+        self.query_one(RankList).border_subtitle = area.border_subtitle
+        self._message = (
+            "Still reading the piped log…",
+            f"{human_size(n)} so far; its tail is in the box on the left. Results follow as it "
+            "arrives; the whole log is looked up when the pipe closes.",
+            False,
+        )
+        if self.result is None:
+            self.query_one(DetailPane).show_message(*self._message)
+
+    def _pipe_ended(self, total: int) -> None:
+        area = self.query_one("#paste", TextArea)
+        area.border_subtitle = f"read to its end: {human_size(total)}"
+        self.query_one(RankList).border_subtitle = area.border_subtitle
 
     def _load_area(self, text: str, whole_size: int | None = None) -> None:
         """Put text in the editor without it counting as an edit (no debounced lookup of it)."""
@@ -411,6 +512,8 @@ class KbApp(App[int]):
             area.border_title = "Error or log"
         if whole_size is not None:
             self._area_tail = text
+        area.show_line_numbers = False
+        area.line_number_start = 1
         with area.prevent(TextArea.Changed):
             area.load_text(text)
         if text:
@@ -459,7 +562,7 @@ class KbApp(App[int]):
             took = (time.perf_counter() - t0) * 1000
             self._call_ui(self._show_result, gen, result, job, took, fired)
 
-        self.run_worker(work, thread=True, group="lookup", exit_on_error=False)
+        self.background.start(work, "lookup")
 
     def _lookup_failed(self, gen: int, why: str) -> None:
         self._lookup_running = False
@@ -509,7 +612,7 @@ class KbApp(App[int]):
         elif was is not None:
             ranks.clear_options()
             if self.focused is None or isinstance(self.focused, RankList):
-                self.query_one(ResultsList).focus()
+                self.query_one("#paste", TextArea).focus()
         self.refresh_bindings()
 
     # ------------------------------------------------------------------ list and detail
@@ -536,9 +639,12 @@ class KbApp(App[int]):
             n = len(kb.entries)
             results.border_title = f"Entries ({shown} of {n})" if filt.strip() else f"Entries ({n})"
         else:
-            results.show_matches(self.result.matches, self.result.suggestions, filt)
+            results.show_matches(
+                self.result.matches, self.result.suggestions, filt, reading=self._streaming
+            )
             n = len(self.result.matches)
-            results.border_title = f"Matches ({n})" if n else "No match"
+            so_far = " so far" if self._streaming else ""
+            results.border_title = f"Matches{so_far} ({n})" if n else f"No match{so_far}"
         self._show_selected()
 
     @on(OptionList.OptionHighlighted, "#results")
@@ -548,6 +654,13 @@ class KbApp(App[int]):
             self._show_selected()
         except NoMatches:  # a late message while the app shuts down
             pass
+
+    @on(OptionList.OptionSelected, "#results")
+    @on(OptionList.OptionSelected, "#ranks")
+    def _drill_in(self) -> None:
+        """Enter on a row: into its details."""
+        self._front_details()
+        self.query_one(DetailPane).focus()
 
     def _selected(self) -> tuple[Entry | None, Match | None, bool]:
         """(the selected entry, its match, whether it is only a guess)."""
@@ -571,23 +684,112 @@ class KbApp(App[int]):
     def _show_selected(self) -> None:
         entry, match, guess = self._selected()
         pane = self.query_one(DetailPane)
-        row = self.query_one(RankList).selected_row if self.job is not None else None
+        ranks = self.query_one(RankList)
+        row = ranks.selected_row if self.job is not None else None
         if self.job is not None and row is not None and self.kb is not None:
             evidence = self.kb.evidence_for(entry.id) if entry is not None else []
-            pane.show_rank(self.job, row, entry, evidence, self.result)
+            pane.show_rank(self.job, row, entry, evidence, self.result, ranks.selected_others)
         elif entry is not None and self.kb is not None:
             pane.show_entry(entry, self.kb.evidence_for(entry.id), match, self.result, guess)
-        elif self._message is not None and (self.result is None or self._streaming):
-            pane.show_message(*self._message)
         elif self.result is not None and not self.result.matches:
-            pane.show_no_match(self.result)
+            pane.show_no_match(self.result, reading=self._streaming)
+        elif self._message is not None and self.result is None:
+            pane.show_message(*self._message)
         elif self.result is not None:
             pane.show_message(
-                "The filter hides every match.", "Clear it (/ then ctrl+u) to see them."
+                "The filter hides every match.", "Clear it (f6, then ctrl+u) to see them."
             )
         else:
             pane.show_intro()
         self.query_one(RunPanel).set_target(entry)
+        # A new paste or selection brings its details to the front: the run log in front
+        # belongs to the entry that ran, not to this one.
+        key = (pane.kind, entry.id if entry is not None else None, row.who if row else None)
+        if key != self._shown_key:
+            self._shown_key = key
+            self._front_details()
+
+    def _front_details(self) -> None:
+        self.query_one(TabbedContent).active = "details"
+
+    # ------------------------------------------------------------------ keys: typing is text
+    def _start_screen(self) -> bool:
+        """Nothing given yet: no text, no file, no pipe, no job."""
+        return (
+            self.job is None
+            and self._log_path is None
+            and not self.query_one("#paste", TextArea).text.strip()
+        )
+
+    async def on_event(self, event: events.Event) -> None:
+        # Keys are seen here, in the order they came, before they go to the widget with the
+        # focus: a key typed outside the box must reach the box before the keys after it do
+        # (forwarded to the list, they would queue there behind the focus change, and be lost).
+        if isinstance(event, events.Key) and not event.is_forwarded and self._typing(event):
+            return
+        await super().on_event(event)
+
+    def _typing(self, event: events.Key) -> bool:
+        """Whether a key is text rather than a command, and was put where text goes: keys typed
+        on the start screen go to the paste box wherever the focus is; a letter elsewhere is
+        held for BURST_S, and is text if more keys follow that fast (keys.py)."""
+        if self._replay is not None and event.key == self._replay:
+            self._replay = None  # a held letter coming back to act
+            return False
+        if len(self.screen_stack) > 1 or isinstance(self.focused, (TextArea, Input)):
+            return False  # a dialog, or a text box: they take their keys
+        char = event.character
+        typed = event.is_printable and char is not None
+        if self._held is not None:
+            if event.time - self._held_at < keys.BURST_S and (typed or event.key in BURST_KEYS):
+                self._held.append(BURST_KEYS.get(event.key, char or ""))
+                self._held_at, self._held_mono = event.time, time.monotonic()
+                return True
+            self._flush_held()  # the burst is over: what it held acts, or is typed, first
+        if not typed or char is None:
+            return False
+        if self._start_screen():
+            self._type(char)
+        elif event.key in self._letters:
+            self._held, self._held_key = [char], event.key
+            self._held_at, self._held_mono = event.time, time.monotonic()
+            self.set_timer(keys.BURST_S, self._release_held)
+        elif self.job is None:
+            self._type(char)  # any other key outside the box: the user is typing
+        else:
+            return False
+        return True
+
+    def _release_held(self) -> None:
+        if self._held is None:
+            return
+        wait = keys.BURST_S - (time.monotonic() - self._held_mono)
+        if wait > 0:  # more keys came in the meantime: wait for the burst to end
+            self.set_timer(wait, self._release_held)
+            return
+        self._flush_held()
+
+    def _flush_held(self) -> None:
+        held = self._held
+        self._held = None
+        if not held:
+            return
+        if len(held) == 1:
+            # one key alone: the command it stands for, let through to the bindings this time
+            self._replay = self._held_key
+            self.simulate_key(self._held_key)
+        elif self.job is None:
+            self._type("".join(held))
+        else:
+            self.notify("A job has no paste box: the typed text was dropped (f2 opens one).")
+
+    def _type(self, text: str) -> None:
+        """Typing outside the box: it goes into the box, which takes the focus at once (focus()
+        would wait its turn behind the keys already queued)."""
+        area = self.query_one("#paste", TextArea)
+        self.screen.set_focus(area)
+        area.move_cursor(area.document.end)
+        area.insert(text)
 
     # ------------------------------------------------------------------ paste anywhere
     def on_paste(self, event: events.Paste) -> None:
@@ -597,36 +799,61 @@ class KbApp(App[int]):
         if self.focused is area or isinstance(self.focused, Input) or not event.text.strip():
             return
         event.stop()
+        if self.job is not None:
+            self.action_clear_paste()
         area.load_text(event.text)
-        area.focus()
+        self.screen.set_focus(area)
 
     # ------------------------------------------------------------------ actions
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if len(self.screen_stack) > 1:  # a modal screen: it has its own keys
             return action == "quit"
-        if action in ("run", "cancel"):
-            try:
-                running = self.query_one(RunPanel).running
-            except NoMatches:
-                running = False
-            return running if action == "cancel" else not running
+        return self._available(action)
+
+    def _available(self, action: str) -> bool:
+        """Whether an action makes sense now (on the main screen)."""
+        running = self._repro_running()
+        if action == "run":
+            return not running
+        if action == "cancel":
+            return running
         if action == "focus_paste":
             return not isinstance(self.focused, TextArea)
         if action == "focus_filter":  # a job lists its ranks, which the filter does not filter
             return self.job is None and not isinstance(self.focused, Input)
-        if action == "escape":
-            try:
-                running = self.query_one(RunPanel).running
-            except NoMatches:
-                running = False
-            return running or isinstance(self.focused, (TextArea, Input))
         return True
+
+    def _repro_running(self) -> bool:
+        try:
+            return self.query_one(RunPanel).running
+        except NoMatches:
+            return False
+
+    def get_system_commands(self, screen: Screen) -> list[SystemCommand]:
+        """The command palette: the app's own actions first, each with its keys, then Textual's
+        own (themes, screenshot, keys) less those the app does its own way (quit, maximise)."""
+        out: list[SystemCommand] = []
+        for k in keys.KEYS:
+            if k.action == "escape" or not self._available(k.action):
+                continue
+            key = " or ".join(keys.display(x) for x in (k.anywhere, k.letter) if x)
+            out.append(
+                SystemCommand(
+                    k.help[:1].upper() + k.help[1:],
+                    f"{k.label} · {key}",
+                    lambda action=k.action: self.call_later(self.run_action, action),
+                )
+            )
+        mine = {"Quit", "Maximize", "Minimize"}
+        out += [c for c in super().get_system_commands(screen) if c.title not in mine]
+        return out
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
     def action_focus_filter(self) -> None:
-        self.query_one("#filter", Input).focus()
+        if self.job is None:
+            self.query_one("#filter", Input).focus()
 
     def action_focus_paste(self) -> None:
         if self.job is not None:  # the box is hidden under the job: close the job to paste
@@ -636,6 +863,7 @@ class KbApp(App[int]):
 
     def action_clear_paste(self) -> None:
         self._stop_spool.set()
+        self._streaming = False
         self._log_path, self._area_tail, self._message = None, None, None
         self._load_area("")
         self._start_lookup()  # first: closing a job moves the focus, and the box must get it
@@ -650,7 +878,7 @@ class KbApp(App[int]):
             self.open_path(Path(path).expanduser())
 
     def open_path(self, path: Path) -> None:
-        """Make a folder or a log file the input, as `kb tui PATH` does: read in workers, a
+        """Make a folder or a log file the input, as `kb tui PATH` does: read in threads, a
         folder (or a log with several ranks) shown as a job. A pipe still being read stops."""
         self._stop_spool.set()
         self._streaming = False
@@ -659,41 +887,293 @@ class KbApp(App[int]):
         self._message = ("Reading " + self._log_label + "…", "", False)
         self._load_area("")
         self.query_one(DetailPane).show_message(*self._message)
+        self._shown_key = None
+        self._front_details()
         self.query_one(ResultsList).border_subtitle = "reading…"
-        self.run_worker(self._read_log_tail, thread=True, group="input", exit_on_error=False)
+        self.background.start(self._read_log_tail, "input")
 
     def action_toggle_log(self) -> None:
         tabs = self.query_one(TabbedContent)
         tabs.active = "run" if tabs.active == "details" else "details"
 
+    def action_maximize(self) -> None:
+        """The pane with the focus fills the screen (the details or the run log with their
+        tabs, the paste box, the list); again, or esc, puts it back."""
+        screen = self.screen
+        if screen.maximized is not None:
+            screen.minimize()
+            return
+        focused = self.focused
+        if focused is None:
+            return
+        tabs = self.query_one(TabbedContent)
+        screen.maximize(tabs if tabs in focused.ancestors else focused, container=False)
+
     def action_escape(self) -> None:
-        if self.query_one(RunPanel).running:
-            self.action_cancel()
-        elif isinstance(self.focused, (TextArea, Input)):
-            self.query_one(ResultsList).focus()
+        """Back: out of the details or the run log to the list, out of the list to the paste
+        box, out of a text box to the list."""
+        focused = self.focused
+        right = self.query_one(TabbedContent)
+        rows: Widget = (
+            self.query_one(RankList) if self.job is not None else self.query_one(ResultsList)
+        )
+        if (focused is not None and right in focused.ancestors) or isinstance(
+            focused, (TextArea, Input)
+        ):
+            rows.focus()
+        elif isinstance(focused, ResultsList):
+            self.query_one("#paste", TextArea).focus()
 
     def action_cancel(self) -> None:
         if self.query_one(RunPanel).cancel():
             self.notify("Cancelling the repro…", timeout=2)
 
-    def action_copy_fix(self) -> None:
-        entry, _, guess = self._selected()
-        if entry is None:
-            self.notify("Select an entry first.", severity="warning")
+    # ------------------------------------------------------------------ quit
+    async def action_quit(self) -> None:
+        """Quit; while a repro runs, ask first, then cancel it and leave within a second."""
+        panel = self.query_one(RunPanel)
+        if not panel.running:
+            self._leave()
             return
-        for i, fix in enumerate(entry.fixes, 1):
-            if fix.code:
-                self.copy_to_clipboard(fix.code)
-                also = " (from a guess: check it fits)" if guess else ""
-                self.notify(f"Copied fix {i}: {fix.title}{also}", timeout=3)
-                return
-        self.notify("This entry's fixes have no code to copy.", severity="warning")
+        if len(self.screen_stack) > 1:
+            return  # already asking
+        running = panel.running_id or "a repro"
 
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._quit_during_run()
+
+        self.push_screen(
+            ConfirmScreen(
+                f"The repro of {running} is running. Stop it and quit?",
+                "Its processes are killed; nothing is recorded.",
+                yes="Stop and quit",
+                warn=True,
+            ),
+            answered,
+        )
+
+    def _quit_during_run(self) -> None:
+        panel = self.query_one(RunPanel)
+        panel.cancel()
+        self.quit_with_run = True
+        deadline = time.monotonic() + QUIT_WAIT_S
+
+        def check() -> None:
+            if not panel.running or time.monotonic() >= deadline:
+                self._leave()
+            else:
+                self.set_timer(0.05, check)
+
+        check()
+
+    def _leave(self) -> None:
+        self._quitting = True
+        self._stop_spool.set()
+        self.exit(0)
+
+    # ------------------------------------------------------------------ find
+    def action_find(self) -> None:
+        """Find in the paste box when it has the focus, else in the pane in front on the right
+        (the details or the run log). The list has its filter (f6) instead."""
+        focused = self.focused
+        if focused is not None and focused.id == "find-input":
+            self._find_step(1)
+            return
+        tabs = self.query_one(TabbedContent)
+        if focused is not None and focused.id == "paste":
+            self._find_target, where = "paste", "the paste box"
+        elif tabs.active == "run":
+            self._find_target, where = "log", "the run log"
+        else:
+            self._find_target, where = "detail", "the details"
+        self.query_one(FindBar).open(where)
+        self._do_find(self.query_one("#find-input", Input).value)
+
+    def _find_view(self) -> TextView | None:
+        if self._find_target == "detail":
+            return self.query_one(DetailPane)
+        if self._find_target == "log":
+            return self.query_one(RunPanel).run_log
+        return None
+
+    @on(Input.Changed, "#find-input")
+    def _find_changed(self, event: Input.Changed) -> None:
+        self._do_find(event.value)
+
+    @on(Input.Submitted, "#find-input")
+    def _find_submitted(self) -> None:
+        self._find_step(1)
+
+    @on(FindBar.Step)
+    def _find_bar_step(self, event: FindBar.Step) -> None:
+        self._find_step(event.step)
+
+    @on(FindBar.Closed)
+    def _find_closed(self) -> None:
+        bar = self.query_one(FindBar)
+        bar.display = False
+        view = self._find_view()
+        if view is not None:
+            view.focus()
+        else:
+            self.query_one("#paste", TextArea).focus()
+
+    def action_find_step(self, step: int) -> None:
+        self._find_step(step)
+
+    def _do_find(self, query: str) -> None:
+        view = self._find_view()
+        if view is not None:
+            total = view.find(query)
+            current = view.current_hit
+        else:
+            area = self.query_one("#paste", TextArea)
+            self._area_hits = self._area_offsets(area, query)
+            total = len(self._area_hits)
+            self._area_current = 0 if total else -1
+            self._select_area_hit()
+            current = self._area_current
+        self.query_one(FindBar).count(current, total, query)
+
+    def _find_step(self, step: int) -> None:
+        view = self._find_view()
+        if view is not None:
+            current = view.next_hit(step)
+            total, query = view.hit_count, view.find_query
+        else:
+            total = len(self._area_hits)
+            if total:
+                self._area_current = (self._area_current + step) % total
+                self._select_area_hit()
+            current, query = self._area_current, self.query_one("#find-input", Input).value
+        self.query_one(FindBar).count(current, total, query)
+
+    @staticmethod
+    def _area_offsets(area: TextArea, query: str) -> list[tuple[int, int]]:
+        low, q = area.text.lower(), query.lower()
+        out: list[tuple[int, int]] = []
+        at = low.find(q)
+        while q and at != -1:
+            out.append((at, at + len(q)))
+            at = low.find(q, at + len(q))
+        return out
+
+    def _select_area_hit(self) -> None:
+        if not 0 <= self._area_current < len(self._area_hits):
+            return
+        area = self.query_one("#paste", TextArea)
+        start, end = self._area_hits[self._area_current]
+        area.selection = Selection(_location(area.text, start), _location(area.text, end))
+        area.scroll_cursor_visible(center=True)
+
+    # ------------------------------------------------------------------ go to the matched line
+    def action_goto_line(self) -> None:
+        """The line that matched, in the log: in the run log when it is in front, else in the
+        paste box (a file's lines around it are read when the box shows another part)."""
+        if self.query_one(TabbedContent).active == "run":
+            panel = self.query_one(RunPanel)
+            line = panel.matched_line()
+            if line is None:
+                self.notify("This run's log has no matched line.", severity="warning")
+                return
+            panel.run_log.scroll_to_line(line)
+            panel.run_log.focus()
+            return
+        if self.job is not None:
+            self.notify(
+                "A job's rank shows its line and where it was read at the top of its details."
+            )
+            return
+        _, match, guess = self._selected()
+        number, text = 0, ""
+        if match is not None and not guess and match.line_number:
+            number, text = match.line_number, match.line
+        elif self.result is not None and self.result.root is not None and match is None:
+            number, text = self.result.root.line_number, self.result.root.line
+        if not number:
+            self.notify("Nothing matched a line of the input.", severity="warning")
+            return
+        if self._log_path is None:
+            self._select_area_line(number - 1, text)
+            return
+        log, label = self._log_path, self._log_label
+
+        def work() -> None:
+            try:
+                window, first = read_window(log, number, WINDOW_LINES)
+            except Exception as e:  # said in words, never a traceback
+                self._call_ui(self._say_error, problem(label, e))
+                return
+            self._call_ui(self._window_loaded, log, window, first, number, text)
+
+        self.background.start(work, "window")
+
+    def _say_error(self, why: str) -> None:
+        self.notify(why, severity="error", timeout=10)
+
+    def _window_loaded(self, log: Path, window: str, first: int, number: int, text: str) -> None:
+        if log != self._log_path:
+            return
+        area = self.query_one("#paste", TextArea)
+        with area.prevent(TextArea.Changed):
+            area.load_text(window)
+        self._area_tail = window  # still the whole file's view: the lookup stays on the file
+        area.show_line_numbers = True
+        area.line_number_start = first
+        last = first + window.count("\n")
+        area.border_subtitle = f"lines {first:,}-{last:,} (all of it was read)"
+        self._select_area_line(number - first, text)
+
+    def _select_area_line(self, row: int, text: str) -> None:
+        area = self.query_one("#paste", TextArea)
+        if not 0 <= row < area.document.line_count:
+            self.notify("The matched line is not in the box.", severity="warning")
+            return
+        line = area.document.get_line(row)
+        area.selection = Selection((row, 0), (row, len(line)))
+        area.scroll_cursor_visible(center=True)
+        self.screen.set_focus(area)
+
+    # ------------------------------------------------------------------ copy
+    def action_copy(self) -> None:
+        entry, match, guess = self._selected()
+        items = items_for(entry, match, self.result, guess)
+        if not items:
+            self.notify("Nothing to copy here: select an entry first.", severity="warning")
+            return
+        subject = entry.id if entry is not None else "the root failure"
+
+        def chosen(index: int | None) -> None:
+            if index is not None:
+                item = items[index]
+                self.copy_text(item.text, item.what)
+
+        self.push_screen(CopyMenu(items, subject), chosen)
+
+    def copy_text(self, text: str, what: str) -> None:
+        """Copy, and say where it went: the system clipboard says so when it takes it; the
+        terminal (OSC 52) never does, so then the text is shown to select."""
+        self.copy_to_clipboard(text)  # OSC 52, for the terminals that take it
+
+        def work() -> None:
+            done = clipboard.copy(text)
+            self._call_ui(self._copied, text, what, done)
+
+        self.background.start(work, "clipboard")
+
+    def _copied(self, text: str, what: str, done: clipboard.Copied) -> None:
+        if done.system:
+            self.notify(f"Copied {what} to the clipboard ({done.system}).", timeout=4)
+        else:
+            self.push_screen(CopiedScreen(what, text, done.osc52))
+
+    # ------------------------------------------------------------------ run
     def action_run(self) -> None:
         panel = self.query_one(RunPanel)
         entry, _, _ = self._selected()
         if panel.running:
-            self.notify("A repro is already running (c or esc cancels it).", severity="warning")
+            self.notify("A repro is already running (c or f5 cancels it).", severity="warning")
             return
         if entry is None:
             self.notify("Select an entry first.", severity="warning")
@@ -701,25 +1181,43 @@ class KbApp(App[int]):
         if entry.repro is None:
             self.notify(f"{entry.id} has no repro to run.", severity="warning")
             return
+        req = entry.repro.requires
+        needs = "a GPU" if req.gpu else "no GPU"
+        if req.gpu and req.gpus > 1:
+            needs = f"{req.gpus} GPUs"
+        then = "then its fix check; " if entry.fix_check is not None else ""
+        python = self._environment.python if self._environment is not None else self.python
+        detail = (
+            f"Its repro runs here in {python} (it needs {needs}), {then}up to "
+            f"{entry.repro.timeout:.0f} s each. c or f5 stops it."
+        )
         if entry.local:
-            question = f"Run the repro of your local entry {entry.id}?"
             detail = (
-                f"It comes from {entry.path}, not from kb itself: its code runs on this machine "
-                "as you. Run it only if you trust that file."
+                f"A local entry: its code comes from {entry.path}, not from kb itself, and runs "
+                "on this machine as you. Run it only if you trust that file. " + detail
             )
-            self.push_screen(
-                ConfirmScreen(question, detail),
-                lambda yes: self._start_run(entry, trust=True) if yes else None,
-            )
-            return
-        self._start_run(entry, trust=False)
+        self.push_screen(
+            ConfirmScreen(
+                f"Run the repro of {entry.id}?",
+                detail,
+                command=f"$ kb verify {entry.id}",
+                warn=entry.local,
+            ),
+            lambda yes: self._start_run(entry, trust=entry.local) if yes else None,
+        )
 
     def _start_run(self, entry: Entry, trust: bool) -> None:
         if self.kb is None:
             return
         self.query_one(TabbedContent).active = "run"
         self.query_one(RunPanel).start(
-            entry, self.kb, self.get_environment, self.verifier, trust=trust, python=self.python
+            entry,
+            self.kb,
+            self.get_environment,
+            self.verifier,
+            self.background,
+            trust=trust,
+            python=self.python,
         )
         self.refresh_bindings()
 
@@ -739,6 +1237,12 @@ class KbApp(App[int]):
             remove_spool(self._spool)
 
 
+def _location(text: str, index: int) -> tuple[int, int]:
+    """(row, column) in the paste box of an offset into its text."""
+    row = text.count("\n", 0, index)
+    return row, index - (text.rfind("\n", 0, index) + 1)
+
+
 def create_app(
     kb: KnowledgeBase | None = None,
     text: str = "",
@@ -751,9 +1255,9 @@ def create_app(
     prewarm: bool = False,
     watch_gpu: bool = True,
 ) -> KbApp:
-    """Build the app. kb: a loaded KnowledgeBase (loaded in a worker when None); text: the
+    """Build the app. kb: a loaded KnowledgeBase (loaded in a thread when None); text: the
     initial paste; log: a log file (plain or gzip) looked up whole; stream: a piped log, read in
-    a worker; environment: where repros run (GPU and torch; probed in a worker when None);
+    a thread; environment: where repros run (GPU and torch; probed in a thread when None);
     verifier: the door to the machine (tests pass a subclass); python: the repro interpreter;
     prewarm: open the full-text index in the background."""
     return KbApp(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import BinaryIO
 from textual.app import App
 
 from .log_source import check, check_folder
+from .shutdown import kill_child_groups
 
 
 def attach_terminal() -> str | None:
@@ -36,10 +38,18 @@ def attach_terminal() -> str | None:
     return None
 
 
+def _is_pipe(path: Path) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def main(args: argparse.Namespace, make_app: Callable[..., App[int]]) -> int:
     """A path is checked before the screen changes (a bad one is said in one line, exit 2): a
-    file must be readable, a folder listable (the app reads it as a job). A pipe is handed to the
-    app unread, which copies it in a worker while the screen is up."""
+    file must be readable, a folder listable (the app reads it as a job). A pipe (stdin, or a
+    FIFO given as the path) is handed to the app unread, which copies it in a background thread
+    while the screen is up."""
     path, file = getattr(args, "path", None), getattr(args, "file", None)
     if path and file:
         print("kb: give a PATH or --file, not both", file=sys.stderr)
@@ -47,7 +57,17 @@ def main(args: argparse.Namespace, make_app: Callable[..., App[int]]) -> int:
     given: str | None = path or file
     log = Path(given) if given else None
     stream: BinaryIO | None = None
-    if log is not None:
+    if log is not None and _is_pipe(log):
+        # A FIFO, <(cmd), /dev/stdin: read once, as it comes, like a pipe on stdin (each open
+        # of a FIFO is another reader: checking it, showing its tail and looking it up would
+        # each wait for a writer of its own). Opening waits for the writer, as `cat` does.
+        try:
+            stream = open(log, "rb")  # the app reads it to its end and closes it
+        except OSError as e:
+            print(f"kb: cannot read {log}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        log = None
+    elif log is not None:
         if file and log.is_dir():
             why: str | None = (
                 f"{log} is a folder, not a log file (give a job's folder without --file)"
@@ -67,4 +87,8 @@ def main(args: argparse.Namespace, make_app: Callable[..., App[int]]) -> int:
         return 2
     app = make_app(log=log, stream=stream, kb_dirs=getattr(args, "kb_dir", None), prewarm=True)
     app.run()
+    if getattr(app, "quit_with_run", False):
+        # quit while a repro ran: what its cancel has not killed yet (a program that ignores
+        # SIGTERM gets seconds of grace) dies now, not after kb has gone
+        kill_child_groups()
     return app.return_code or 0

@@ -5,35 +5,41 @@ try first, then causes, diagnostics, the other fixes, the entry's own descriptio
 line and signature, and the evidence per GPU kind. A full-text suggestion is shown under a banner
 saying it is a guess; when nothing matched, the pane says so first and lists the guesses as
 guesses. For a rank of a job, its part in the job and what happened to it come first, then its
-entry as above, then the job's verdict. Rendered as one rich Group in one Static (one update per
-selection); colours come from the theme at render time, and the pane re-renders when the theme
-changes.
+entry as above, then the job's verdict. Rendered as lines of a TextView (one update per
+selection), so find can search them; colours come from the theme at render time, and the pane
+re-renders when the theme or its width changes.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
-from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.events import Resize
 
-from kb import Entry, Evidence, Finding, Fix, LookupResult, Match, evidence_line
+from kb import Entry, Evidence, Finding, Fix, LookupResult, Match, RootFailure, evidence_line
 
 from . import rank_detail
 from .job_ranks import JobInfo, RankRow
-from .keys import widget_bindings
+from .text_view import TextView
 
 INTRO = (
-    "Paste an error message or a whole log into the box on the left: matching entries appear "
-    "as you type. With the box empty, every entry is listed; / filters them. f1 lists the keys."
+    "Paste an error message or a whole log into the box on the left (whatever you type goes "
+    "there): the entries that match it appear as you type, and this pane shows the diagnosis."
+)
+KEYS_INTRO = (
+    "The list below the box holds every entry of the knowledge base: ↓ browses them (an entry, "
+    "not a diagnosis). f3 opens a log file or a job's folder; f1 lists every key; ctrl+p the "
+    "command palette; ctrl+q quits."
 )
 Styles = dict[str, str]
+TOP_LINE = 160  # characters of the matched line shown at the top of an entry
 
 
 def highlight_line(line: str, pattern: str | None, ignore_case: bool, styles: Styles) -> Text:
@@ -68,7 +74,7 @@ def bullet(text: str | Text, st: Styles, mark: str = "•") -> Table:
     """A list item whose wrapped lines hang under its text, not under the mark."""
     grid = Table.grid(padding=(0, 1, 0, 0))
     grid.add_column(width=max(2, len(mark)), justify="right", style=st["dim"])
-    grid.add_column(ratio=1)
+    grid.add_column(ratio=1, overflow="fold")  # a URL is folded whole, never cut with "…"
     grid.add_row(mark, text)
     return grid
 
@@ -96,18 +102,13 @@ def figures(lines: list[str], st: Styles) -> RenderableType:
     return Padding(grid, (0, 0, 0, 2))
 
 
-class DetailPane(VerticalScroll):
-    BINDINGS = widget_bindings()
+class DetailPane(TextView):
+    """The right pane's details, as searchable lines (find: TextView)."""
 
-    async def action_focus_filter(self) -> None:
-        await self.app.run_action("focus_filter")
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
         self._build: Callable[[Styles], list[RenderableType]] | None = None
-
-    def compose(self):
-        yield Static(id="detail-body")
+        self.kind = "intro"  # intro | message | no-match | entry | guess | browse | rank
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._paint(scroll_home=False))
@@ -115,10 +116,12 @@ class DetailPane(VerticalScroll):
 
     # ------------------------------------------------------------------ what can be shown
     def show_intro(self) -> None:
-        self._show(lambda st: [Text(INTRO, style=st["dim"])])
+        self.kind = "intro"
+        self._show(self._intro)
 
     def show_message(self, title: str, text: str = "", bad: bool = False) -> None:
         """A state rather than an entry: reading a pipe, a file that cannot be read, loading."""
+        self.kind = "message"
 
         def parts(st: Styles) -> list[RenderableType]:
             out: list[RenderableType] = [Text(title, style=f"bold {st['bad' if bad else 'warn']}")]
@@ -128,8 +131,10 @@ class DetailPane(VerticalScroll):
 
         self._show(parts)
 
-    def show_no_match(self, result: LookupResult) -> None:
-        self._show(lambda st: self._no_match(result, st))
+    def show_no_match(self, result: LookupResult, reading: bool = False) -> None:
+        """Nothing matched (reading: the input is still arriving, so nothing matched yet)."""
+        self.kind = "no-match"
+        self._show(lambda st: self._no_match(result, st, reading))
 
     def show_entry(
         self,
@@ -139,6 +144,8 @@ class DetailPane(VerticalScroll):
         result: LookupResult | None = None,
         guess: bool = False,
     ) -> None:
+        """An entry: a match of the input, a guess (guess=True), or browsed (no match)."""
+        self.kind = "guess" if guess else ("entry" if match is not None else "browse")
         self._show(lambda st: self._entry(entry, evidence, match, result, guess, st))
 
     def show_rank(
@@ -148,10 +155,13 @@ class DetailPane(VerticalScroll):
         entry: Entry | None,
         evidence: list[Evidence],
         result: LookupResult | None = None,
+        others: tuple[RankRow, ...] = (),
     ) -> None:
         """One rank of a job: its part in the job, then its entry as for any lookup; result is
-        the whole job's (what was read, and any trouble reading it)."""
-        self._show(lambda st: self._rank(job, row, entry, evidence, result, st))
+        the whole job's (what was read, and any trouble reading it); others: the ranks listed
+        with it, which fared the same."""
+        self.kind = "rank"
+        self._show(lambda st: self._rank(job, row, entry, evidence, result, st, others))
 
     def _show(self, render: Callable[[Styles], list[RenderableType]]) -> None:
         self._build = render
@@ -160,9 +170,32 @@ class DetailPane(VerticalScroll):
     def _paint(self, scroll_home: bool = True) -> None:
         if self._build is None:
             return
-        self.query_one("#detail-body", Static).update(Group(*self._build(self._styles())))
-        if scroll_home:
-            self.scroll_home(animate=False)
+        self.set_content(self._build(self._styles()), scroll_home=scroll_home)
+
+    def plain(self, width: int = 200) -> str:
+        """What the pane shows, as plain text laid out at `width` columns (a wide layout keeps
+        a sentence on one line: for reading the pane in tests and scripts)."""
+        if self._build is None:
+            return ""
+        console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+        console.print(Group(*self._build(self._styles())))
+        return console.export_text()
+
+    def on_resize(self, event: Resize) -> None:
+        # the content depends on the width (code shows line numbers when it would wrap)
+        width = self.scrollable_content_region.width
+        if width and width != self._width:
+            self._width = width
+            if self._build is not None:
+                self.set_content(self._build(self._styles()), scroll_home=False)
+
+    def _intro(self, st: Styles) -> list[RenderableType]:
+        return [
+            Text("Nothing to diagnose yet", style=st["title"]),
+            Text(INTRO, style=st["dim"]),
+            Text(""),
+            Text(KEYS_INTRO, style=st["dim"]),
+        ]
 
     # ------------------------------------------------------------------ styles
     def _styles(self) -> Styles:
@@ -182,6 +215,7 @@ class DetailPane(VerticalScroll):
             "dim": "dim",
             "banner": f"bold {c('text-warning', 'yellow')} on {c('warning-muted', 'default')}",
             "root": f"bold {c('text-error', 'red')} on {c('error-muted', 'default')}",
+            "plain_banner": f"bold {c('text-primary', 'blue')} on {c('primary-muted', 'default')}",
             "match": f"bold {c('text-accent', 'magenta')}",
             "capture": f"bold reverse {c('text-warning', 'yellow')}",
             "code_bg": c("panel", "default"),
@@ -193,21 +227,33 @@ class DetailPane(VerticalScroll):
         return Text("\n" + title, style=st["head"])
 
     # ------------------------------------------------------------------ nothing matched
-    def _no_match(self, r: LookupResult, st: Styles) -> list[RenderableType]:
-        why = (
-            "The input looks binary, not a log."
-            if r.binary
-            else (
-                "No signature of any entry fired on it, and no CUDA error code in it belongs to an entry."
+    def _no_match(self, r: LookupResult, st: Styles, reading: bool) -> list[RenderableType]:
+        out: list[RenderableType] = []
+        if r.root is not None:
+            out += self._root(r.root, st) + [Text("")]
+        if reading:
+            out += [
+                Text("Still reading: no entry matched so far.", style=f"bold {st['warn']}"),
+                Text(
+                    "The input is still arriving; what came so far is looked up again as more "
+                    "comes, and the whole of it when it ends.",
+                    style=st["dim"],
+                ),
+            ]
+        else:
+            why = (
+                "The input looks binary, not a log."
+                if r.binary
+                else "No signature of any entry fired on it, and no CUDA error code in it "
+                "belongs to an entry."
             )
-        )
-        out: list[RenderableType] = [
-            Text("No entry matched this log.", style=f"bold {st['warn']}"),
-            Text(why, style=st["dim"]),
-        ]
+            out += [
+                Text("No entry matched this log.", style=f"bold {st['warn']}"),
+                Text(why, style=st["dim"]),
+            ]
         if r.diagnosis:
             out += self._diagnosis(r.diagnosis, None, st)
-        if r.suggestions:
+        if r.suggestions and not reading:
             out.append(self._section("Guesses (full text, unconfirmed)", st))
             out.append(
                 Text(
@@ -227,7 +273,7 @@ class DetailPane(VerticalScroll):
                         "?",
                     )
                 )
-        else:
+        elif not reading:
             out.append(
                 Text(
                     "\nNo entry comes close either. Paste the first error line of the log, or "
@@ -236,6 +282,56 @@ class DetailPane(VerticalScroll):
                 )
             )
         out += self._input_notes(r, st)
+        return out
+
+    def _root(self, root: RootFailure, st: Styles) -> list[RenderableType]:
+        """The log's first failure, which no entry knows: what the log itself says, marked as
+        such, in the log's own words; no fix, no cause, nothing that reads as a diagnosis."""
+        out: list[RenderableType] = [
+            Text(" NOT IN THE KNOWLEDGE BASE ", style=st["plain_banner"]),
+            Text("The root failure, as the log says it", style=st["title"]),
+            Text(
+                "No entry knows this failure. Below is only what the log says failed first; "
+                "kb has no diagnosis or fix for it.",
+                style=st["dim"],
+            ),
+            Text.assemble(
+                (f"line {root.line_number}  " if root.line_number else "", st["dim"]),
+                (root.line.strip(), "bold"),
+            ),
+        ]
+        facts = Table.grid(padding=(0, 1, 0, 0))
+        facts.add_column(style=st["dim"], no_wrap=True)
+        facts.add_column(ratio=1, overflow="fold")
+        rows: list[tuple[str, str]] = []
+        if root.exception:
+            rows.append(("exception", root.exception))
+        else:
+            rows.append(("what", root.kind.value))
+        if root.message and root.message.strip() not in root.line:
+            rows.append(("message", " ".join(root.message.split())))
+        if root.frame is not None:
+            owner = root.package or (root.raised_in.value if root.raised_in else "")
+            if root.raised_in is not None and root.raised_in.value == "user":
+                owner = "your own code"
+            rows.append(("raised in", root.frame.where() + (f"  ({owner})" if owner else "")))
+        if root.user_frame is not None and root.user_frame != root.frame:
+            rows.append(("your code", root.user_frame.where()))
+        for link in root.chain:
+            via = link.wrapper or link.relation.value
+            rows.append(("came via", f"{link.exception or link.line.strip()} ({via})"))
+        if root.signal:
+            rows.append(("signal", root.signal))
+        if root.exit_code is not None:
+            rows.append(("exit status", str(root.exit_code)))
+        if root.truncated:
+            rows.append(("note", "its traceback was cut in the log"))
+        if root.others:
+            n = root.others
+            rows.append(("and", f"{n} other failure{'s' if n != 1 else ''} later in the log"))
+        for label, value in rows:
+            facts.add_row(label, value)
+        out.append(facts)
         return out
 
     @staticmethod
@@ -258,16 +354,17 @@ class DetailPane(VerticalScroll):
         evs: list[Evidence],
         r: LookupResult | None,
         st: Styles,
+        others: tuple[RankRow, ...] = (),
     ) -> list[RenderableType]:
         m = row.match
         sig = e.signature(m.signature) if e is not None and m is not None and m.signature else None
         line = highlight_line(
             row.line.strip(), sig.pattern if sig else None, bool(sig and sig.ignore_case), st
         )
-        out = rank_detail.head(job, row, line, st)
+        out = rank_detail.head(job, row, line, st, others)
         if e is not None and m is not None:
             out.append(Text(""))
-            out += self._entry(e, evs, m, row.lookup, False, st, notes=False)
+            out += self._entry(e, evs, m, row.lookup, False, st, rank=True)
         else:
             out += rank_detail.no_entry(row, st)
             if row.lookup is not None:  # numbers in its line are worth working out even so
@@ -286,8 +383,9 @@ class DetailPane(VerticalScroll):
         r: LookupResult | None,
         guess: bool,
         st: Styles,
-        notes: bool = True,
+        rank: bool = False,
     ) -> list[RenderableType]:
+        """rank: shown under a rank's head, which has the line already and says what was read."""
         out: list[RenderableType] = []
         happened, rest = first_sentence(e.summary)
         if guess and m is not None:
@@ -297,6 +395,16 @@ class DetailPane(VerticalScroll):
                     f"No signature of this entry fired on the log: it shares words with it "
                     f"({self._terms(m)}). Check it against the log before acting on it.",
                     style=st["warn"],
+                )
+            )
+            out.append(Text(""))
+        elif m is None:
+            out.append(Text(" AN ENTRY, NOT A DIAGNOSIS ", style=st["plain_banner"]))
+            out.append(
+                Text(
+                    "Browsing the knowledge base: nothing you gave matched this entry. Paste an "
+                    "error or a log to have it diagnosed.",
+                    style=st["dim"],
                 )
             )
             out.append(Text(""))
@@ -314,9 +422,12 @@ class DetailPane(VerticalScroll):
         if m is None:
             out.append(Text(e.title, style=st["title"]))
         out.append(Text(happened, style="bold"))
+        if m is not None and not guess and m.line and not rank:
+            # the line that matched, at the top: it is what the diagnosis stands on
+            out.append(self._matched_line(e, m, st, whole=False))
         if r is not None:
             out += self._diagnosis(r.diagnosis, None if guess else m, st)
-        out += self._fixes(e, st)
+        out += self._fixes(e, st, first="Try first" if m is not None and not guess else "")
         out += self._causes(e, st)
         out += self._diagnostics(e, st)
         out += self._more_fixes(e, st)
@@ -325,15 +436,29 @@ class DetailPane(VerticalScroll):
         if rest:
             out.append(Text(rest))
         if m is not None:
-            out += self._matched(e, m, guess, st)
+            out += self._matched(e, m, guess, st, line_shown=not rank)
         out += self._evidence(e, evs, st)
         if e.references:
             out.append(self._section("References", st))
             for ref in e.references:
                 out.append(bullet(Text.assemble((ref.title + " ", ""), (ref.url, st["dim"])), st))
-        if r is not None and notes:
+        if r is not None and not rank:
             out += self._input_notes(r, st)
         return out
+
+    def _matched_line(self, e: Entry, m: Match, st: Styles, whole: bool = True) -> Text:
+        """The line a match stands on, its signature's span marked; not whole: at most
+        TOP_LINE characters (the top of the pane; the Matched section has it whole)."""
+        sig = e.signature(m.signature) if m.signature else None
+        line = highlight_line(
+            m.line.strip(), sig.pattern if sig else None, bool(sig and sig.ignore_case), st
+        )
+        if not whole and len(line) > TOP_LINE:
+            line.truncate(TOP_LINE)
+            line.append("… (whole under Matched)", style=st["dim"])
+        return Text.assemble(
+            (f"line {m.line_number}  " if m.line_number else "line  ", st["dim"]), line
+        )
 
     def _diagnosis(
         self, findings: list[Finding], m: Match | None, st: Styles
@@ -376,24 +501,32 @@ class DetailPane(VerticalScroll):
         return text
 
     def _code(self, fix: Fix, st: Styles) -> RenderableType:
+        code = fix.code.rstrip()
+        room = self._width - 3  # the padding below
+        # A line wider than the pane wraps; numbered lines show where a wrap continues a line,
+        # so a wrapped comment never reads as a line of code.
+        wraps = any(len(line) > room for line in code.splitlines())
         return Padding(
             Syntax(
-                fix.code.rstrip(),
+                code,
                 (fix.lang or "python"),
                 theme=st["syntax"],
                 background_color=st["code_bg"],
                 word_wrap=True,
+                line_numbers=wraps,
             ),
             (0, 0, 0, 3),
         )
 
-    def _fixes(self, e: Entry, st: Styles) -> list[RenderableType]:
+    def _fixes(self, e: Entry, st: Styles, first: str = "") -> list[RenderableType]:
+        """The first fix: "Try first" for a match of the input; for a guess or a browsed entry,
+        only "Fixes": nothing says they fit the input."""
         if not e.fixes:
             return []
         fix = e.fixes[0]
         has_code = any(f.code for f in e.fixes)
         out: list[RenderableType] = [
-            self._section("Try first" + ("  (y copies the code)" if has_code else ""), st),
+            self._section((first or "Fixes") + ("  (ctrl+o: copy)" if has_code else ""), st),
             bullet(Text(fix.title, style="bold"), st, "1."),
         ]
         if fix.detail:
@@ -446,7 +579,9 @@ class DetailPane(VerticalScroll):
                 out.append(Padding(Text(" ".join(d.tells.split()), style=st["dim"]), (0, 0, 0, 3)))
         return out
 
-    def _matched(self, e: Entry, m: Match, guess: bool, st: Styles) -> list[RenderableType]:
+    def _matched(
+        self, e: Entry, m: Match, guess: bool, st: Styles, line_shown: bool = True
+    ) -> list[RenderableType]:
         if guess:
             return [
                 self._section("Why it is listed", st),
@@ -465,18 +600,8 @@ class DetailPane(VerticalScroll):
                     f"({m.captures.get('api', '?')} numbering), which this entry owns."
                 )
             )
-        if m.line:
-            out.append(
-                Text.assemble(
-                    (f"line {m.line_number}  " if m.line_number else "line  ", st["dim"]),
-                    highlight_line(
-                        m.line.strip(),
-                        sig.pattern if sig else None,
-                        bool(sig and sig.ignore_case),
-                        st,
-                    ),
-                )
-            )
+        if m.line and (not line_shown or len(m.line.strip()) > TOP_LINE):
+            out.append(self._matched_line(e, m, st))
         if sig is not None:
             out.append(
                 Text.assemble(
@@ -545,7 +670,7 @@ class DetailPane(VerticalScroll):
                     ("Its repro needs ", st["dim"]),
                     needs,
                     ("; a fix check follows it" if e.fix_check else "", st["dim"]),
-                    (". r runs it here.", st["dim"]),
+                    (". f5 runs it here.", st["dim"]),
                 )
             )
         for nr in e.not_reproducible:

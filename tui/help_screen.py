@@ -15,19 +15,28 @@ from .keys import KEYS, display
 
 INTRO = (
     "Paste an error or a whole log on the left (or pipe one in: cmd 2>&1 | kb tui). "
-    "Matching entries appear as you type; the detail says what happened, the diagnosis of "
-    "this log and the fix to try first. With the box empty, every entry is listed."
+    "Matching entries appear as you type; the detail says what happened, the line it matched, "
+    "the diagnosis of this log and the fix to try first. With the box empty, every entry is "
+    "listed, to browse: an entry so shown is not a diagnosis."
+)
+TYPING = (
+    "Typing is always text: on the start screen every key goes to the paste box, and a letter "
+    "is a command only outside the box and only when no other key follows it at once (a paste "
+    "is never taken for commands). A repro runs only after you say yes to it."
 )
 JOB = (
-    "A job (kb tui DIR, or o: a folder of per-rank logs, torchrun's --log-dir, a kb run folder, "
-    "or a log with rank prefixes) lists its ranks instead, the root cause first (▶); the "
-    "detail is the selected rank's diagnosis, and r and y act on its entry."
+    "A job (kb tui DIR, or f3: a folder of per-rank logs, torchrun's --log-dir, a kb run "
+    "folder, or a log with rank prefixes) lists its ranks instead, the root cause first (▶), "
+    "ranks that fared the same in one row; the detail is the selected rank's diagnosis, and "
+    "f5 and ctrl+o act on its entry."
 )
 MORE = [
     ("↑ ↓", "choose an entry, or a job's rank, in the list"),
+    ("enter", "into the selected row's details"),
     ("tab", "next pane (shift+tab: the one before)"),
     ("pgup pgdn", "scroll the pane with the focus"),
-    ("ctrl+p", "command palette (themes, screenshot)"),
+    ("n N", "next / previous hit of a find (in the find field: enter, ↓, ↑)"),
+    ("ctrl+p", "command palette: every action above, themes, screenshot"),
 ]
 AFTER = (
     "A result marked guess is a full-text suggestion: no signature of that entry fired. "
@@ -38,13 +47,13 @@ AFTER = (
 
 def keys_table() -> Table:
     table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 2, 0, 0), expand=False)
-    table.add_column("letter", style="bold", no_wrap=True)
     table.add_column("anywhere", style="bold", no_wrap=True)
+    table.add_column("letter", style="bold", no_wrap=True)
     table.add_column("does", ratio=1)
     for k in KEYS:
-        table.add_row(display(k.letter), display(k.anywhere), k.help)
+        table.add_row(display(k.anywhere), display(k.letter), k.help)
     for keys, does in MORE:
-        table.add_row("", keys, does)
+        table.add_row(keys, "", does)
     return table
 
 
@@ -61,7 +70,7 @@ class HelpScreen(ModalScreen[None]):
         title = Text("kb: PyTorch and CUDA failures, explained and reproduced", style="bold")
         heads = Text.assemble(
             ("Keys: ", f"bold {accent}"),
-            ("a letter works outside the text boxes; the other key anywhere", "dim"),
+            ("the first works anywhere; the letter outside the text boxes", "dim"),
         )
         self.query_one("#help-text", Static).update(
             Group(
@@ -71,6 +80,8 @@ class HelpScreen(ModalScreen[None]):
                 keys_table(),
                 Text(""),
                 Text(INTRO),
+                Text(""),
+                Text(TYPING),
                 Text(""),
                 Text(JOB),
                 Text(""),

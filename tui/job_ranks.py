@@ -1,9 +1,10 @@
 """A job's ranks as the TUI lists them: one row per rank, the root cause first, each row with the
 lookup of its own line (the entry it names and the diagnosis of that line's numbers).
 
-Built from kb's job lookup (kb.lookup_job: a folder of per-rank logs, torchrun's --log-dir, a
-`kb run` folder, or one log whose lines carry rank prefixes). Blocking, since every rank's line is
-looked up, so the app calls `job_of` from a worker thread. Nothing here imports Textual.
+Built from kb's typed job view (kb.lookup_job(...).job: a JobView of RankVerdicts, their Role
+and Part): a folder of per-rank logs, torchrun's --log-dir, a `kb run` folder, or one log whose
+lines carry rank prefixes. Blocking, since every rank's line is looked up, so the app calls
+`job_of` from a background thread. Nothing here imports Textual.
 """
 
 from __future__ import annotations
@@ -11,11 +12,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb import Engine, LookupResult, Match, replace
+from kb import (
+    Engine,
+    FaultKind,
+    JobKind,
+    JobLookup,
+    JobView,
+    LookupResult,
+    Match,
+    Part,
+    RankVerdict,
+    Role,
+    replace,
+)
 
-# kb.job's roles, in the order the list shows them after the root cause.
-ROLE_ORDER = {"root": 0, "unknown": 1, "consequence": 2}
-OWN_FAILURE = ("error", "exception", "signal", "exit")  # kb.job's causes of a rank's own failure
+# Where a rank's row goes after the root cause: other roots, ranks with their own failure, then
+# the ones that only suffered another's.
+PART_ORDER = {
+    Part.ROOT_CAUSE: 0,
+    Part.ROOT_TOO: 1,
+    Part.ALSO_FAILED: 2,
+    Part.CONSEQUENCE: 3,
+    Part.WAITED: 4,
+    Part.NO_FAILURE: 5,
+}
+# A root found by the collectives, not by an error of its own: named by what it did.
+COLLECTIVE_FAULTS = (
+    FaultKind.STALLED,
+    FaultKind.STOPPED_SHORT,
+    FaultKind.STUCK,
+    FaultKind.MISMATCH,
+    FaultKind.MISSING,
+    FaultKind.STRAGGLER,
+)
 
 
 @dataclass(frozen=True)
@@ -24,15 +53,18 @@ class RankRow:
 
     rank: int | None
     host: str | None
-    role: str  # root | consequence | unknown
+    role: Role
+    part: Part
     cause: str  # error | exception | signal | exit | a consequence class | none
-    reason: str  # what happened to it, one line (kb.job's words)
-    is_root: bool  # the root cause; other "root" rows had the same error
-    straggler: bool  # a desync's root: it never reached the collective the others waited in
+    reason: str  # what happened to it, one line (kb's words)
+    is_root: bool  # the root cause; other roots are Part.ROOT_TOO
+    fault: FaultKind | None = None  # why a root is one (roots only)
+    own_failure: bool = False  # it failed of its own (an error, a signal, an exit)
     exitcode: int | None = None
     signal: str | None = None
     time: str | None = None
-    # The line that shows its failure; for a straggler, the line of the rank that waited for it.
+    # The line that shows its failure; for a rank found by the collectives, the line of the
+    # rank that waited for it.
     line: str = ""
     line_number: int = 0
     path: str | None = None
@@ -49,7 +81,7 @@ class RankRow:
 
     @property
     def what(self) -> str:
-        """What happened to it, one line. kb.job says "<id>: <title>" for a rank with an entry;
+        """What happened to it, one line. kb says "<id>: <title>" for a rank with an entry;
         the id is on the entry's own line below, so the title says it here."""
         if self.match is not None and self.reason.startswith(self.match.id + ": "):
             return self.reason[len(self.match.id) + 2 :]
@@ -57,14 +89,14 @@ class RankRow:
 
     @property
     def label(self) -> str:
-        """Its part in the job, as the list's first line says it."""
-        if self.is_root:
-            return "root cause"
-        if self.role == "root":
-            return "root too (same error)"
-        if self.role == "consequence":
-            return "consequence"
-        return "also failed" if self.cause in OWN_FAILURE else "no failure seen"
+        """Its part in the job, in kb's words ("root cause", "consequence"...)."""
+        return str(self.part)
+
+    @property
+    def straggler(self) -> bool:
+        """A root found by what the collectives show (it stalled, never arrived...), whose line
+        is another rank's: the one that waited for it."""
+        return self.is_root and self.fault in COLLECTIVE_FAULTS
 
     @property
     def status(self) -> str:
@@ -76,12 +108,12 @@ class RankRow:
     @property
     def verdict(self) -> str:
         """The entry it names, else what happened, in a few words."""
-        if self.straggler:
-            # a desync's entry is the waiting ranks' timeout; the straggler is whom they waited for
-            return "straggler"
+        if self.straggler and self.fault is not None:
+            # the entry named is the waiting ranks'; this rank is the one they waited for
+            return str(self.fault)
         if self.match is not None:
             return self.match.id
-        if self.role == "consequence":
+        if self.role == Role.CONSEQUENCE:
             return self.reason.split(" (")[0]
         return {
             "exception": "an error no entry knows",
@@ -107,11 +139,10 @@ class RankRow:
 class JobInfo:
     """What the job view shows: the ranks (root cause first) and the job's verdict."""
 
-    kind: str  # kb.job's: error | exception | signal | exit | desync | terminated | none
+    kind: JobKind
     summary: str
     rows: tuple[RankRow, ...]
-    notes: tuple[str, ...] = ()
-    torchrun: str = ""  # torchrun's "first observed failure", in words, when it printed one
+    notes: tuple[str, ...] = ()  # kb's notes on the verdict, and the inputs it could not read
     files: tuple[str, ...] = ()
 
     @property
@@ -125,32 +156,29 @@ def shorter(path: str) -> str:
     return str(Path(*parts[-2:])) if len(parts) > 2 else path
 
 
-def job_of(engine: Engine, looked, top: int) -> JobInfo | None:
-    """The job view of an kb.lookup_job result; None when the input is one process's log.
+def job_of(engine: Engine, looked: JobLookup, top: int) -> JobInfo | None:
+    """The job view of a kb.lookup_job result; None when the input is one process's log.
     Looks up each rank's line on its own (once per distinct line)."""
-    job = looked.job
+    job: JobView | None = looked.job
     if job is None:
         return None
     by_line: dict[str, LookupResult] = {}
     rows = [_row(engine, job, v, by_line, top) for v in job.ranks]
-    rows.sort(key=lambda r: (not r.is_root, ROLE_ORDER.get(r.role, 3), _rank_key(r)))
-    torchrun = ""
-    first = job.torchrun.root if job.torchrun is not None else None
-    if first is not None:
-        torchrun = f"torchrun: first observed failure rank {first.rank}, exit code {first.exitcode}"
-        torchrun += f" ({first.signal})" if first.signal else ""
+    rows.sort(key=lambda r: (not r.is_root, PART_ORDER.get(r.part, 6), _rank_key(r)))
+    left_out = tuple(f"not read: {p}" for p in job.problems)
     return JobInfo(
         kind=job.kind,
         summary=" ".join(job.summary.split()),
         rows=tuple(rows),
-        notes=tuple(" ".join(n.split()) for n in job.notes),
-        torchrun=torchrun,
+        notes=tuple(" ".join(n.split()) for n in job.notes) + left_out,
         files=tuple(looked.paths),
     )
 
 
-def _row(engine: Engine, job, v, by_line: dict[str, LookupResult], top: int) -> RankRow:
-    is_root = v is job.root
+def _row(
+    engine: Engine, job: JobView, v: RankVerdict, by_line: dict[str, LookupResult], top: int
+) -> RankRow:
+    is_root = job.root is not None and v is job.root
     ev = job.evidence if is_root and job.evidence is not None else v
     line = ev.line or ""
     # A number in torchrun's summary counts lines of the traceback it quotes, not of any file.
@@ -161,7 +189,7 @@ def _row(engine: Engine, job, v, by_line: dict[str, LookupResult], top: int) -> 
         if lookup is None:
             # one line: signatures only, since a full-text guess from a single line says little
             lookup = by_line[line] = engine.lookup(line, top=top, fulltext=False)
-    match = v._match if isinstance(v._match, Match) else None
+    match = v.match
     if match is None and lookup is not None and lookup.matches:
         match = lookup.matches[0]
     if match is not None and line:
@@ -172,10 +200,12 @@ def _row(engine: Engine, job, v, by_line: dict[str, LookupResult], top: int) -> 
         rank=v.rank,
         host=v.host,
         role=v.role,
+        part=v.part,
         cause=v.cause,
         reason=" ".join(v.reason.split()),
         is_root=is_root,
-        straggler=is_root and job.kind == "desync",
+        fault=v.root_kind,
+        own_failure=v.failed_of_its_own,
         exitcode=v.exitcode,
         signal=v.signal,
         time=v.time,
@@ -183,16 +213,10 @@ def _row(engine: Engine, job, v, by_line: dict[str, LookupResult], top: int) -> 
         line_number=number,
         path=ev.path,
         evidence_from=ev.evidence_from,
-        line_of=None if ev is v else _who(ev),
+        line_of=None if ev is v else ev.who,
         match=match,
         lookup=lookup,
     )
-
-
-def _who(v) -> str:
-    if v.rank is not None:
-        return f"rank {v.rank}"
-    return f"host {v.host}" if v.host else "the launcher"
 
 
 def _rank_key(r: RankRow) -> tuple[bool, int, str]:

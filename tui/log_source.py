@@ -40,6 +40,8 @@ def problem(path: str | os.PathLike[str], e: BaseException) -> str:
         return f"{name} is cut short (its gzip stream ends early)"
     if isinstance(e, (zlib.error, gzip.BadGzipFile)) or "CRC check failed" in str(e):
         return f"{name} is a damaged gzip file ({e})"
+    if not isinstance(e, READ_ERRORS):
+        return str(e) or type(e).__name__  # kb's own errors say it in words already
     return f"cannot read {name}: {getattr(e, 'strerror', None) or e}"
 
 
@@ -48,7 +50,7 @@ def check(path: str | os.PathLike[str]) -> str | None:
     try:
         with open_log(path) as fh:
             fh.read(1)
-    except READ_ERRORS as e:
+    except Exception as e:  # kb's reader raises its own errors, in words; the OS its own
         return problem(path, e)
     return None
 
@@ -136,6 +138,35 @@ def read_tail(path: str | os.PathLike[str], max_chars: int) -> tuple[str, int, s
             raw.read_bytes,
             problem(p, raw.error) if raw.error else "",
         )
+
+
+def read_window(path: str | os.PathLike[str], number: int, around: int) -> tuple[str, int]:
+    """(the lines from `around` before line `number` to `around` after it, the first one's
+    number): where a match lies in a log bigger than the tail the paste box shows. Reads the
+    file from its start (a gzip has no other way in), stopping after the window."""
+    first = max(1, number - around)
+    last = number + around
+    keep: list[bytes] = []
+    n = 0
+    rest = b""
+    with open_log(path) as fh:
+        while n < last:
+            chunk = fh.read(CHUNK)
+            if not chunk:
+                if rest:
+                    n += 1
+                    if n >= first:
+                        keep.append(rest)
+                break
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            for raw in lines:
+                n += 1
+                if n >= first:
+                    keep.append(raw)
+                if n >= last:
+                    break
+    return b"\n".join(keep).decode("utf-8", errors="replace"), first
 
 
 def _from_line_start(data: bytes, cut: bool) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from kb import Engine, LookupResult, lookup_job
 
 from .job_ranks import JobInfo, job_of
-from .log_source import READ_ERRORS, human_size, open_tolerant, problem
+from .log_source import human_size, open_tolerant, problem
 
 
 class LookupFailed(Exception):
@@ -36,8 +36,8 @@ def look_up(
         return engine.lookup(normalize_paste(target), top=top), None
     try:
         looked = lookup_job([str(target)], top=top, engine=engine)
-    except Exception as e:
-        if target.is_dir():  # nothing else reads a folder: say why in words
+    except Exception as e:  # kb says what it could not read, in words
+        if target.is_dir() or not target.exists():  # nothing else reads these: say why
             raise LookupFailed(str(e) or type(e).__name__) from e
         # A file the job lookup could not read whole (a gzip cut short, a disk error): the
         # tolerant reader gives the results for what came before the break, and says so.
@@ -52,7 +52,7 @@ def look_up_file(engine: Engine, target: Path, label: str, top: int) -> LookupRe
         stream, raw = open_tolerant(target)
         with stream:
             result = engine.lookup(stream, top=top)
-    except READ_ERRORS as e:
+    except Exception as e:  # the OS's errors and kb's reader's, said in words
         raise LookupFailed(problem(label or target, e)) from e
     if raw.error is not None:
         result.warnings.append(

@@ -13,32 +13,46 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from kb import Part
+
 from .job_ranks import JobInfo, RankRow
 
 Styles = dict[str, str]
 
 
-def head(job: JobInfo, row: RankRow, line: Text, st: Styles) -> list[RenderableType]:
+def head(
+    job: JobInfo, row: RankRow, line: Text, st: Styles, others: tuple[RankRow, ...] = ()
+) -> list[RenderableType]:
     """Who, its part in the job, what happened (one line), how it ended, and its line (given
-    rendered: the pane marks the span the entry's signature matched)."""
+    rendered: the pane marks the span the entry's signature matched). others: the ranks listed
+    in one row with it, which fared the same."""
     root = job.root
     who = Text.assemble((row.who, "bold"), (f" · {row.host}" if row.host else "", st["dim"]))
     if row.is_root:
         role = Text.assemble((" ROOT CAUSE ", st["root"]), " ", who)
-    elif row.role == "root":
-        role = Text.assemble(
-            who, (" · the same error as the root cause", st["bad"]), _of(root, st, "")
-        )
-    elif row.role == "consequence":
-        # a desync's root did not fail: it never arrived where the others waited for it
+    elif row.part == Part.ROOT_TOO:
+        role = Text.assemble(who, (" · a root too", st["bad"]), _of(root, st, "", " beside"))
+    elif row.part in (Part.CONSEQUENCE, Part.WAITED):
+        # a root the collectives found did not fail: the others waited where it never arrived
         role = Text.assemble(
             who,
             (" · a consequence", st["warn"]),
-            _of(root, st, "'s failure") if job.kind != "desync" else _waited(root, st),
+            _waited(root, st)
+            if root is not None and root.straggler
+            else _of(root, st, "'s failure"),
         )
     else:
         role = Text.assemble(who, (f" · {row.label}", st["warn"]))
     out: list[RenderableType] = [role, Text(row.what, style="bold")]
+    if others:
+        names = ", ".join(o.who.removeprefix("rank ") for o in others)
+        out.append(
+            Text(
+                f"{len(others)} more rank{'s' if len(others) != 1 else ''} fared the same "
+                f"(ranks {names}); this is {row.who}'s.",
+                style=st["dim"],
+            )
+        )
     facts = Table.grid(padding=(0, 1, 0, 0))
     facts.add_column(style=st["dim"], no_wrap=True)
     facts.add_column(ratio=1, overflow="fold")
@@ -68,8 +82,8 @@ def _waited(root: RankRow | None, st: Styles) -> Text:
     return Text(f": it waited for {root.who}" if root is not None else "", style=st["dim"])
 
 
-def _of(root: RankRow | None, st: Styles, tail: str) -> Text:
-    return Text(f" of {root.who}{tail}" if root is not None else "", style=st["dim"])
+def _of(root: RankRow | None, st: Styles, tail: str, of: str = " of") -> Text:
+    return Text(f"{of} {root.who}{tail}" if root is not None else "", style=st["dim"])
 
 
 def no_entry(row: RankRow, st: Styles) -> list[RenderableType]:
@@ -83,8 +97,6 @@ def no_entry(row: RankRow, st: Styles) -> list[RenderableType]:
 
 def job_section(job: JobInfo, st: Styles) -> list[RenderableType]:
     out: list[RenderableType] = [Text("\nThe job", style=st["head"]), Text(job.summary)]
-    if job.torchrun:
-        out.append(Text(job.torchrun, style=st["dim"]))
     for note in job.notes:
         out.append(Text(note, style=st["dim"]))
     return out

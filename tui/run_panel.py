@@ -1,9 +1,10 @@
 """RunPanel: runs one entry's repro (then its fix check) here, streams the output, ends in a verdict.
 
-The run happens in a thread worker (kb.verify_entry blocks on a subprocess). Output lines
+The run happens in a background thread (kb.verify_entry blocks on a subprocess). Output lines
 arrive on that thread; they are queued and flushed onto the log every 50 ms, so a chatty repro
 cannot flood the UI with one message per line. Cancel sets the threading.Event verify_entry
-watches, which kills the subprocess.
+watches, which kills the subprocess's process group. Each entry keeps its last run, and the log
+shown is always the shown entry's, named above it.
 """
 
 from __future__ import annotations
@@ -13,19 +14,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Button, RichLog, Static
+from textual.widgets import Button, Static
 
 from kb import Entry, Environment, KnowledgeBase, Outcome
 
+from .background import Background
+from .text_view import TextView
 from .verifier import Verifier
 
 VERDICT_CLASSES = ("-good", "-bad", "-neutral", "-running")
+MAX_LINES = 5000  # of one run's log
 
 
 def verdict_of(outcome: Outcome, cancelled: bool = False) -> tuple[str, str]:
@@ -74,7 +79,20 @@ def describe_environment(env: Environment) -> str:
     return f"{where}; {torch}"
 
 
+@dataclass
+class Run:
+    """One entry's last run: its log and, once it ended, its verdict."""
+
+    entry_id: str
+    lines: list[Text] = field(default_factory=list)
+    banner: tuple[str, str] | None = None
+    outcome: Outcome | None = None
+
+
 class RunPanel(Vertical):
+    """The run log. Each entry keeps its own last run: the log shown is the selected entry's (or
+    the running one's), under that entry's name, never another entry's log under a new name."""
+
     class Finished(Message):
         def __init__(self, outcome: Outcome, cancelled: bool) -> None:
             super().__init__()
@@ -83,9 +101,12 @@ class RunPanel(Vertical):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.entry: Entry | None = None
-        self.outcome: Outcome | None = None
+        self.entry: Entry | None = None  # the selected entry
+        self.outcome: Outcome | None = None  # the last run's, whichever entry it was
         self.running = False
+        self.running_id: str | None = None
+        self.runs: dict[str, Run] = {}
+        self.shown: str | None = None  # the entry whose run the log shows
         self._cancel = threading.Event()
         self._lines: deque[str] = deque()
         self._flush_timer: Timer | None = None
@@ -94,34 +115,75 @@ class RunPanel(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(id="run-bar"):
             yield Static("No entry selected.", id="run-target", markup=False)
-            yield Button("Run", id="run-start", variant="primary", compact=True)
-            yield Button("Cancel", id="run-cancel", variant="error", compact=True, disabled=True)
+            for button in (
+                Button("Run", id="run-start", variant="primary", compact=True),
+                Button("Cancel", id="run-cancel", variant="error", compact=True, disabled=True),
+            ):
+                # for the mouse: a focused button would take space and enter, which the keys
+                # (r, f5, c) already do, with the confirmation a key press skips
+                button.can_focus = False
+                yield button
         yield Static("", id="run-verdict", markup=False)
-        yield RichLog(
-            id="run-log", max_lines=5000, min_width=20, wrap=True, markup=False, highlight=False
-        )
+        yield TextView(id="run-log", auto_scroll=True, max_lines=5000)
 
     def on_mount(self) -> None:
         self.query_one("#run-verdict").display = False
 
-    def set_target(self, entry: Entry | None) -> None:
-        if self.running:
-            return
-        self.entry = entry
-        text = (
-            "No entry selected."
-            if entry is None
-            else (f"{entry.id}: no repro" if entry.repro is None else f"{entry.id}")
-        )
-        self.query_one("#run-target", Static).update(text)
-        self.query_one("#run-start", Button).disabled = entry is None or entry.repro is None
+    @property
+    def run_log(self) -> TextView:
+        return self.query_one("#run-log", TextView)
 
-    def _banner(self, text: str, cls: str) -> None:
+    def set_target(self, entry: Entry | None) -> None:
+        """The selected entry: its last run is shown (the running one while one runs)."""
+        self.entry = entry
+        if not self.running:
+            self._show(entry.id if entry is not None else None)
+        self.query_one("#run-start", Button).disabled = (
+            self.running or entry is None or entry.repro is None
+        )
+
+    def _show(self, entry_id: str | None) -> None:
+        """Show entry_id's run (or that it has none) and name it above the log."""
+        self.shown = entry_id
+        run = self.runs.get(entry_id) if entry_id is not None else None
+        entry = self.entry if self.entry is not None and self.entry.id == entry_id else None
+        self.query_one("#run-target", Static).update(entry_id or "No entry selected.")
+        if run is not None:
+            lines = list(run.lines)
+        elif entry_id is None:
+            lines = [Text("Select an entry: its repro's runs show here.", style="dim")]
+        elif entry is not None and entry.repro is None:
+            lines = [Text(f"{entry_id} has no repro to run.", style="dim")]
+        else:
+            lines = [
+                Text(
+                    f"{entry_id} has not run here yet. f5 runs its repro, once you say yes.",
+                    style="dim",
+                )
+            ]
+        self.run_log.set_content(lines, scroll_home=False)
+        if run is not None and run.banner is not None:
+            self._banner(*run.banner, remember=False)
+        else:
+            self.query_one("#run-verdict", Static).display = False
+
+    def _banner(self, text: str, cls: str, remember: bool = True) -> None:
         banner = self.query_one("#run-verdict", Static)
         banner.remove_class(*VERDICT_CLASSES)
         banner.add_class(cls)
         banner.update(text)
         banner.display = True
+        if remember and self.running_id in self.runs:
+            self.runs[self.running_id].banner = (text, cls)
+
+    def _write(self, line: Text) -> None:
+        run = self.runs.get(self.running_id or "")
+        if run is not None:
+            run.lines.append(line)
+            if len(run.lines) > MAX_LINES:
+                del run.lines[: len(run.lines) - MAX_LINES]
+        if self.shown == self.running_id:
+            self.run_log.write(line)
 
     # ------------------------------------------------------------------ running
     def start(
@@ -130,35 +192,33 @@ class RunPanel(Vertical):
         kb: KnowledgeBase,
         get_environment: Callable[[], Environment],
         verifier: Verifier,
+        background: Background,
         trust: bool = False,
         python: str = sys.executable,
     ) -> bool:
         if self.running:
             return False
-        self.set_target(entry)
         self.entry = entry
         self.outcome = None
         self.running = True
+        self.running_id = entry.id
+        self.runs[entry.id] = Run(entry.id)
         self._cancel = threading.Event()
-        log = self.query_one("#run-log", RichLog)
-        log.clear()
-        log.write(
+        self._show(entry.id)
+        self._write(
             Text(
                 f"$ kb verify {entry.id}" + ("  (trusted local entry)" if trust else ""),
                 style="bold",
             )
         )
-        self._banner(f"RUNNING {entry.id}… (c or esc cancels)", "-running")
+        self._banner(f"RUNNING {entry.id}… (c or f5 cancels)", "-running")
         self.query_one("#run-start", Button).disabled = True
         self.query_one("#run-cancel", Button).disabled = False
         self._flush_timer = self.set_interval(0.05, self._flush)
         cancel = self._cancel
-        self.run_worker(
+        background.start(
             lambda: self._work(entry, kb, get_environment, verifier, trust, python, cancel),
-            thread=True,
-            group="repro",
-            exclusive=True,
-            exit_on_error=False,
+            "repro",
         )
         return True
 
@@ -217,29 +277,36 @@ class RunPanel(Vertical):
             pass
 
     def _flush(self) -> None:
-        if not self._lines:
-            return
-        log = self.query_one("#run-log", RichLog)
         n = len(self._lines)
         for _ in range(n):
-            log.write(Text(self._lines.popleft().rstrip("\n")))
+            self._write(Text(self._lines.popleft().rstrip("\n")))
 
-    def _rewrite_sections(self, log: RichLog, outcome: Outcome) -> None:
-        """Once both programs ran, show their outputs apart: the stream could not tell them apart."""
-        log.clear()
-        log.write(Text(f"$ kb verify {outcome.entry_id}", style="bold"))
+    def _sections(self, outcome: Outcome) -> list[Text]:
+        """Once both programs ran, their outputs apart (the stream could not tell them apart),
+        the lines the signatures matched marked."""
+        out = [Text(f"$ kb verify {outcome.entry_id}", style="bold")]
         if self._env_line:
-            log.write(Text(self._env_line))
-        log.write(Text(f"── repro (exit code {outcome.exit_code}) ──", style="bold"))
+            out.append(Text(self._env_line))
+        out.append(Text(f"── repro (exit code {outcome.exit_code}) ──", style="bold"))
         matched = [m.rstrip(".") for m in outcome.lines]
         for line in (outcome.output or "").splitlines():
-            hit = any(
-                m and line.strip().startswith(m) for m in matched
-            )  # the lines the signatures matched
-            log.write(Text(line, style="bold underline" if hit else ""))
-        log.write(Text(f"── fix check (exit code {outcome.fix_exit_code}) ──", style="bold"))
+            hit = any(m and line.strip().startswith(m) for m in matched)
+            out.append(Text(line, style="bold underline" if hit else ""))
+        out.append(Text(f"── fix check (exit code {outcome.fix_exit_code}) ──", style="bold"))
         for line in (outcome.fix_output or "").splitlines():
-            log.write(Text(line))
+            out.append(Text(line))
+        return out
+
+    def matched_line(self) -> int | None:
+        """The first line of the shown log that a signature matched (underlined), if any."""
+        run = self.runs.get(self.shown or "")
+        if run is None or run.outcome is None:
+            return None
+        matched = [m.rstrip(".") for m in run.outcome.lines if m]
+        for i, line in enumerate(run.lines):
+            if any(line.plain.strip().startswith(m) for m in matched):
+                return self.run_log.line_of_item(i)
+        return None
 
     def _done(self, outcome: Outcome, cancelled: bool) -> None:
         self._flush()
@@ -248,22 +315,28 @@ class RunPanel(Vertical):
             self._flush_timer = None
         self.running = False
         self.outcome = outcome
+        run = self.runs.setdefault(outcome.entry_id, Run(outcome.entry_id))
+        run.outcome = outcome
         text, cls = verdict_of(outcome, cancelled)
-        self._banner(text, cls)
-        log = self.query_one("#run-log", RichLog)
         if outcome.fix_output or outcome.fix_exit_code is not None:
-            self._rewrite_sections(log, outcome)
+            run.lines = self._sections(outcome)
+        run.lines.append(Text(text.split("  (")[0], style="bold"))
         detail = (outcome.detail or "").strip()
-        log.write(Text(text.split("  (")[0], style="bold"))
         if detail and detail not in text:
-            log.write(Text(detail))
-        # The banner just shown shortens the log after these writes scrolled it: end at the
-        # verdict once that layout is done, or a busy machine leaves the last lines out of view.
-        self.call_after_refresh(log.scroll_end, animate=False)
+            run.lines.append(Text(detail))
+        run.banner = (text, cls)
+        if self.shown == outcome.entry_id:
+            self._show(outcome.entry_id)
+            # The banner just shown shortens the log after it scrolled: end at the verdict once
+            # that layout is done, or a busy machine leaves the last lines out of view.
+            self.call_after_refresh(self.run_log.scroll_end, animate=False)
+        self.running_id = None
         self.query_one("#run-cancel", Button).disabled = True
         self.query_one("#run-start", Button).disabled = (
             self.entry is None or self.entry.repro is None
         )
+        if self.entry is not None and self.shown != self.entry.id:
+            self._show(self.entry.id)
         self.post_message(self.Finished(outcome, cancelled))
 
 

@@ -23,6 +23,10 @@ def _as_paths(args) -> tuple[list[str] | None, str | None]:
     """(paths, None) for file inputs, (None, None) for a text, or (None, error)."""
     inputs = list(args.inputs or [])
     files = list(args.file or [])
+    if (inputs == ["-"] and not files) or (files == ["-"] and not inputs):
+        args.stdin = True  # `kb lookup -`, as cat and grep read it: standard input
+        inputs, files = [], []
+        args.inputs, args.file = [], []
     if args.stdin and (inputs or files):
         return None, "--stdin reads standard input only; give files or --stdin, not both"
     for f in files:
@@ -84,7 +88,11 @@ def run_lookup(args) -> int:
         print(f"kb: warning: {w}", file=sys.stderr)
     fmt = args.format or ("json" if args.json else "text")
     sys.stdout.write(render(looked, fmt, kb, batch=args.batch))
-    return exit_codes.OK if any(jl.result.matches for _, jl in looked) else exit_codes.NOT_FOUND
+    if any(jl.result.matches for _, jl in looked):
+        return exit_codes.OK
+    # No entry; a failure all the same (its root, or a job's root rank): 4, not "nothing found".
+    failed = any(jl.result.root is not None or (jl.job and jl.job.root) for _, jl in looked)
+    return exit_codes.ROOT_ONLY if failed else exit_codes.NOT_FOUND
 
 
 def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: bool = False) -> str:

@@ -38,6 +38,41 @@ def _parser_class() -> type[argparse.ArgumentParser]:
     return _Parser
 
 
+def _seconds(positive: bool = False):
+    """argparse type: a finite number of seconds, at least 0 (above 0 with positive). `nan` and
+    `inf` parse as floats and would make a timeout that never fires or always does."""
+
+    def seconds(text: str) -> float:
+        import argparse
+        import math
+
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        if not math.isfinite(v) or v < 0 or (positive and v == 0):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give a finite number of seconds{' above 0' if positive else ''}"
+            )
+        return v
+
+    return seconds
+
+
+def _count(text: str) -> int:
+    """argparse type: a whole number, at least 1 (`--repeat 0` would run nothing and say all
+    was well)."""
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of at least 1")
+    return v
+
+
 def _fmt(examples: str):
     import argparse
 
@@ -169,6 +204,12 @@ def _cmd_code(args) -> int:
     return run_code(args)
 
 
+def _cmd_coverage(args) -> int:
+    from kb.cli.coverage import run_coverage
+
+    return run_coverage(args)
+
+
 def _cmd_index(args) -> int:
     from kb import paths
     from kb.knowledge.index import ensure_index
@@ -261,6 +302,14 @@ def _args_run(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--json", metavar="FILE", help="on failure, also write the diagnosis as JSON to FILE"
     )
+    sp.add_argument(
+        "--kill-after",
+        type=_seconds(),
+        default=None,
+        metavar="S",
+        help="after a signal asks the command to stop (Ctrl-C, SIGTERM), SIGKILL its process "
+        "group if it still runs S seconds later (default 30; a third signal: at once)",
+    )
     sp.add_argument("argv", nargs="...", metavar="-- COMMAND ...")  # argparse.REMAINDER
 
 
@@ -285,6 +334,12 @@ def _args_lint(sp: argparse.ArgumentParser) -> None:
 def _args_code(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("code", help="a number, or a cudaError*/CUDA_ERROR_* name")
     sp.add_argument("--json", action="store_true")
+
+
+def _args_coverage(sp: argparse.ArgumentParser) -> None:
+    from kb.cli.coverage import add_arguments
+
+    add_arguments(sp)
 
 
 def _args_index(sp: argparse.ArgumentParser) -> None:
@@ -312,14 +367,14 @@ def _args_verify(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument(
         "--repeat",
-        type=int,
+        type=_count,
         default=1,
         metavar="N",
         help="run every repro and fix check N times; runs that disagree are 'flaky'",
     )
     sp.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds(positive=True),
         default=None,
         metavar="S",
         help="per-entry timeout in seconds (default: the entry's own, else 120)",
@@ -390,6 +445,12 @@ _COMMANDS: dict[
         _cmd_code,
         _args_code,
     ),
+    "coverage": (
+        "What the message catalog holds per source, and how much of it maps to an entry.",
+        "  kb coverage\n  kb coverage --brief\n  kb coverage --source pytorch --json",
+        _cmd_coverage,
+        _args_coverage,
+    ),
     "index": (
         "Build or rebuild the full-text index.",
         "  kb index --rebuild",
@@ -451,6 +512,13 @@ def main(argv: list[str] | None = None) -> int:
     missing = [d for d in getattr(args, "kb_dir", None) or [] if not os.path.isdir(d)]
     if missing:
         print(f"kb: --kb-dir {missing[0]}: no such folder", file=sys.stderr)
+        return EXIT_USAGE
+    # KB_PATH is --kb-dir said once for every command: a folder it names that is not there is
+    # the same mistake (a typo would otherwise leave the user's entries out without a word).
+    env_dirs = os.environ.get("KB_PATH", "").split(os.pathsep)
+    env_missing = [d for d in env_dirs if d and not os.path.isdir(d)]
+    if env_missing:
+        print(f"kb: KB_PATH names {env_missing[0]}: no such folder", file=sys.stderr)
         return EXIT_USAGE
     try:
         rc = args.func(args)

@@ -10,6 +10,13 @@ death by signal N as 128 + N). The run folder (--run-dir, default ./kb-runs/<tim
   fr/                   Flight Recorder dumps, one per rank, when a collective timed out
   kb-run.json           the command, what kb set, exit status, times
   kb-diagnosis.json     on failure: the diagnosis, as `kb lookup --json <run folder>` gives it
+  .kb-earlier/<time>/   a reused run folder: the files of the runs before this one (kb.run.folder)
+The diagnosis reads only what this run wrote: never an earlier run's error file, nor another
+file that happens to lie in the folder (`--run-dir .`).
+
+kb never changes what the command does or returns (kb.run.runner): its output is passed through
+first and kept as far as the disk allows; a full disk is said once, never a reason to stop; the
+command dies with kb; after a signal asking it to stop it has --kill-after seconds before SIGKILL.
 """
 
 from __future__ import annotations
@@ -31,6 +38,10 @@ def _default_run_dir() -> str:
     return os.path.join("kb-runs", time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
 
 
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
 def run_command(args) -> int:
     argv = list(args.argv or [])
     if argv[:1] == ["--"]:
@@ -41,18 +52,34 @@ def run_command(args) -> int:
             file=sys.stderr,
         )
         return exit_codes.USAGE
-    run_dir = args.run_dir or _default_run_dir()
+    from kb.run import folder
+    from kb.run.env import evidence_env
+    from kb.run.runner import KILL_AFTER_S, run
+
+    kill_after = KILL_AFTER_S if getattr(args, "kill_after", None) is None else args.kill_after
+    run_dir = os.path.abspath(args.run_dir or _default_run_dir())
+    have_dir = True
     try:
         os.makedirs(run_dir, exist_ok=True)
     except OSError as e:
-        print(f"kb: cannot create the run folder {run_dir}: {e}", file=sys.stderr)
-        return exit_codes.USAGE
-    run_dir = os.path.abspath(run_dir)
-
-    from kb.run.env import evidence_env
-    from kb.run.runner import run
-
-    env, added = evidence_env(dict(os.environ), run_dir)
+        # The command runs all the same: kb must never be the reason a job did not run.
+        _say(
+            f"kb: cannot create the run folder {run_dir} ({e.strerror or e}); the command runs "
+            "without it: its output is not kept and no evidence is collected"
+        )
+        have_dir = False
+    env: dict[str, str] = dict(os.environ)
+    added: dict[str, str] = {}
+    evidence: list[str] = []
+    before: folder.Snapshot = {}
+    if have_dir:
+        _moved, warning = folder.set_aside(run_dir)
+        if warning:
+            _say(warning)
+        env, added = evidence_env(env, run_dir)
+        names = folder.evidence_names(run_dir, added, run_dir)
+        evidence = sorted(os.path.join(run_dir, n) for n in names)
+        before = folder.snapshot(evidence)
     record: dict[str, Any] = {  # kb-run.json
         "argv": argv,
         "cwd": os.getcwd(),
@@ -60,8 +87,12 @@ def run_command(args) -> int:
         "env_set": added,
         "start": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    record_path = os.path.join(run_dir, folder.RECORD)
+    if have_dir:  # now, so a run folder whose kb was killed is still known as one
+        _write_json(record_path, record, quiet=True)
+    log_path = os.path.join(run_dir, folder.OUTPUT) if have_dir else None
     try:
-        out = run(argv, env, os.path.join(run_dir, "output.log"))
+        out = run(argv, env, log_path, kill_after=kill_after, warn=_say)
     except FileNotFoundError:
         print(f"kb: command not found: {argv[0]}", file=sys.stderr)
         return 127
@@ -72,15 +103,25 @@ def run_command(args) -> int:
         end=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         returncode=out.returncode,
         raw_returncode=out.raw,
+        exit_code=out.exit_code,
+        signal=out.signal or None,
+        killed_by_kb=out.killed,
         wall_s=round(out.wall_s, 3),
         output_bytes=out.bytes,
+        output_kept_bytes=out.kept,
+        output_error=out.log_error or None,
         forwarded_signals=out.forwarded,
     )
-    _write_json(os.path.join(run_dir, "kb-run.json"), record)
+    if have_dir:
+        _write_json(record_path, record)
     if out.returncode == 0:
         return 0
+    files: list[str] = []
+    if log_path is not None and os.path.isfile(log_path) and (out.kept or not out.log_error):
+        files.append(log_path)
+    files += folder.written(evidence, before)
     try:
-        _diagnose(args, run_dir, out)
+        _diagnose(args, run_dir, out, files, evidence)
     except Exception as e:  # the command's status matters more than kb's diagnosis of it
         print(
             f"kb: could not diagnose the run ({type(e).__name__}: {e}); output in {run_dir}",
@@ -89,39 +130,89 @@ def run_command(args) -> int:
     return out.returncode
 
 
-def _diagnose(args, run_dir: str, out) -> None:
-    from kb.diagnosis.engine import default_engine
+def status_words(out) -> str:
+    """How the command ended, as a shell would say it: an exit status, or the signal that ended
+    it (only a real signal is named: an `exit 130` is an exit)."""
+    if not out.signal:
+        return f"exit {out.returncode}"
+    how = f"killed by {out.signal} (signal {-out.raw})"
+    if out.killed:
+        how += " from kb: it outlived the signals asking it to stop"
+    return f"{how}; exit {out.returncode}"
+
+
+def _lookup_hint(run_dir: str, files: list[str], evidence: list[str]) -> str:
+    """What to give `kb lookup` for the full diagnosis: the run folder when it holds only what
+    kb and the run put there, else this run's files."""
+    from kb.job.lookup import display_path
+    from kb.run import folder
+
+    ours = {folder.OUTPUT, folder.RECORD, folder.DIAGNOSIS, folder.EARLIER}
+    ours |= {os.path.basename(e) for e in evidence}
+    try:
+        only_ours = all(n in ours for n in os.listdir(run_dir))
+    except OSError:
+        only_ours = False
+    if only_ours:
+        return display_path(run_dir) or run_dir
+    shown = [display_path(f) or f for f in files[:6]]
+    return " ".join(shown) + (" ..." if len(files) > 6 else "")
+
+
+def _diagnose(args, run_dir: str, out, files: list[str], evidence: list[str]) -> None:
     from kb.job.lookup import display_path, lookup_paths
     from kb.render.job import lookup_dict
 
+    st = Style(use_color(sys.stderr))
+    shown_dir = display_path(run_dir) or run_dir
+    if not files:
+        sys.stderr.write(
+            "\n"
+            + st.bold("kb")
+            + f": the command failed ({status_words(out)}); its output was not kept, so kb "
+            "has nothing to diagnose\n"
+        )
+        return
+    from kb.diagnosis.engine import default_engine
+
     engine = default_engine(args.kb_dir)
-    jl = lookup_paths(engine, [run_dir], top=3)
+    jl = lookup_paths(engine, files, top=3)
     doc = lookup_dict(jl)
     doc["run"] = {
         "argv": args.argv,
         "returncode": out.returncode,
+        "exit_code": out.exit_code,
+        "signal": out.signal or None,
         "run_dir": display_path(run_dir),
         "forwarded_signals": out.forwarded,
     }
     _write_json(os.path.join(run_dir, "kb-diagnosis.json"), doc)
     if args.json:
         _write_json(args.json, doc)
-    st = Style(use_color(sys.stderr))
     sys.stderr.write(
-        diagnosis_text(jl, engine.knowledge, st, out.returncode, display_path(run_dir) or run_dir)
+        diagnosis_text(
+            jl, engine.knowledge, st, out, shown_dir, _lookup_hint(run_dir, files, evidence)
+        )
     )
 
 
-def diagnosis_text(jl, kb, st: Style, returncode: int, run_dir: str) -> str:
+def diagnosis_text(jl, kb, st: Style, outcome, run_dir: str, hint: str = "") -> str:
     """Short: the job's verdict, the entry and its first fix, and where to read more."""
     from kb.render.job import job_lines
 
-    status = f"exit {returncode}" + (f", signal {returncode - 128}" if returncode > 128 else "")
+    status = status_words(outcome)
     out = ["", st.bold("kb") + f": the command failed ({status}); output and evidence in {run_dir}"]
+    if outcome.log_error:
+        out.append(
+            f"  the output was kept only in part ({outcome.kept:,} of {outcome.bytes:,} bytes: "
+            f"{outcome.log_error}); this is the diagnosis of that part"
+        )
     if jl.job is not None:
         out += job_lines(jl.job, st)
     r = jl.result
-    if r.matches:
+    # a root with no entry of its own (a straggler): the waiting ranks' entry is no fix for it
+    straggler = jl.job is not None and jl.job.root is not None and jl.job.root.id is None
+    if r.matches and not straggler:
         m = r.matches[0]
         e = m.entry
         out.append(st.bold(e.id) + "  " + e.title)
@@ -131,16 +222,26 @@ def diagnosis_text(jl, kb, st: Style, returncode: int, run_dir: str) -> str:
         if fix:
             out.append("  try first: " + fix.title)
         out.append(st.dim(f"  kb show {e.id}  for causes and every fix"))
+    elif r.root is not None and (jl.job is None or jl.job.root is None):
+        root = r.root
+        out.append(
+            st.bold("root failure")
+            + f"  {root.exception or root.kind.value}  (not in the knowledge base)"
+        )
+        out.append(f"  line {root.line_number:<6} {root.line[:240]}")
     elif jl.job is None or jl.job.root is None:
         out.append("  no known error in the output")
-    out.append(st.dim(f"  kb lookup {run_dir}  for the full diagnosis"))
+    out.append(st.dim(f"  kb lookup {hint or run_dir}  for the full diagnosis"))
     return "\n".join(out) + "\n"
 
 
-def _write_json(path: str, doc) -> None:
+def _write_json(path: str, doc, quiet: bool = False) -> bool:
     try:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=2, ensure_ascii=False)
             fh.write("\n")
+        return True
     except OSError as e:
-        print(f"kb: cannot write {path}: {e}", file=sys.stderr)
+        if not quiet:
+            print(f"kb: cannot write {path}: {e.strerror or e}", file=sys.stderr)
+        return False

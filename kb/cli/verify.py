@@ -379,26 +379,38 @@ def run_verify(args) -> int:
         ]
     wall = time.perf_counter() - t_start
 
-    if args.json:
-        json.dump([o.to_dict() for o in outcomes], sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+    # The verdict is settled before anything is printed: a reader that goes away early
+    # (`kb verify | head -1`) must not turn a failure into success.
+    if cancel.is_set():
+        rc = EXIT_INTERRUPTED
+    elif any(o.failed for o in outcomes):
+        rc = EXIT_FAILED
+    elif not any(o.started for o in outcomes):
+        rc = EXIT_NOTHING
     else:
-        import kb.render.style as render
+        rc = EXIT_OK
+    try:
+        if args.json:
+            json.dump([o.to_dict() for o in outcomes], sys.stdout, indent=2, ensure_ascii=False)
+            sys.stdout.write("\n")
+        else:
+            import kb.render.style as render
 
-        con = render.console(sys.stdout)
-        _summary_table(outcomes, con)
-        con.print(
-            _counts(outcomes)
-            + (f", {repeat} runs each" if repeat > 1 else "")
-            + f"; wall time {wall:.1f} s"
-        )
+            con = render.console(sys.stdout)
+            _summary_table(outcomes, con)
+            con.print(
+                _counts(outcomes)
+                + (f", {repeat} runs each" if repeat > 1 else "")
+                + f"; wall time {wall:.1f} s"
+            )
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's last flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     if recorded:
         print(f"kb: recorded {len(recorded)} evidence file(s) under {record_root}", file=sys.stderr)
-    if cancel.is_set():
-        return EXIT_INTERRUPTED
-    if any(o.failed for o in outcomes):
-        return EXIT_FAILED
-    if not any(o.started for o in outcomes):
+    if rc == EXIT_NOTHING:
         _err("nothing could be verified here (every repro was skipped)")
-        return EXIT_NOTHING
-    return EXIT_OK
+    return rc

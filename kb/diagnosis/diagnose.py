@@ -4,16 +4,22 @@ An entry says what the error class is; this says what *this* occurrence is: whic
 allocation bigger than the card, fragmentation, memory held outside PyTorch or by other
 processes, or simply too much work), which era a bare CUDA code belongs to, what a kernel
 assertion means.
+
+The diagnoses that read a match's captures are named by the signature that captures them
+(`diagnosis:` in the entry, DIAGNOSES here), and every finding names the entry and signature it
+came from: no entry is known here by its id.
 """
 
 from __future__ import annotations
 
-from kb.diagnosis.facts import Facts, OomFigures
+from kb.diagnosis.facts import Facts, OomFigures, oom_from_captures, richer
 from kb.model.record import asdict, field, record
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
     from typing import Any
+
+    from kb.model.entry import Signature
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -26,6 +32,9 @@ class Finding:
     lines: list[str] = field(default_factory=list)  # the arithmetic / the evidence
     advice: list[str] = field(default_factory=list)
     entries: list[str] = field(default_factory=list)  # entry ids this finding points to
+    # What produced it: "entry/signature" for a diagnosis of a signature's captures, "" for one
+    # read from the log's facts (a CUDA code, a location).
+    source: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,16 +50,62 @@ def human(n: int | None) -> str:
 
 
 def diagnose(facts: Facts, owners: dict[tuple[str, int], str] | None = None) -> list[Finding]:
+    """The findings of the log's facts: CUDA codes and where a call failed. (The memory figures
+    and a kernel's assertion come from signatures' captures: read_captures.)"""
+    return diagnose_codes(facts, owners) + diagnose_location(facts)
+
+
+def diagnose_codes(facts: Facts, owners: dict[tuple[str, int], str] | None = None) -> list[Finding]:
     owners = owners or {}
     out: list[Finding] = []
-    if facts.oom:
-        out.append(diagnose_oom(facts.oom))
     for code in facts.cuda_codes:
         f = _diagnose_code(code, facts, owners)
         if f:
             out.append(f)
-    if facts.assertion:
-        out.append(_diagnose_assertion(facts.assertion))
+    return out
+
+
+@record(frozen=True)
+class Reading:
+    """What a matched entry's signatures captured on one line, for the diagnosis they name."""
+
+    diagnosis: str  # a name of DIAGNOSES
+    entry: str
+    line_number: int
+    captures: tuple[dict[str, str], ...]  # of every match of those signatures on the line
+    signatures: tuple[Signature, ...]
+
+
+def read_captures(readings: list[Reading], facts: Facts) -> dict[str, Finding]:
+    """Each diagnosis named by the readings' signatures -> its finding, from the fullest reading
+    (the first of equals). Sets the facts they state (facts.oom)."""
+    out: dict[str, Finding] = {}
+    memory: OomFigures | None = None
+    owner = ""
+    for r in readings:
+        source = f"{r.entry}/" + "+".join(s.id for s in r.signatures)
+        if r.diagnosis == "gpu-memory":
+            # A wording only PyTorch < 1.0 printed (its signature says so) has no figures.
+            legacy = any(
+                s.versions.get("torch", "").replace(" ", "") == "<1.0" for s in r.signatures
+            )
+            o = oom_from_captures(r.captures, r.line_number, legacy, source)
+            if memory is None or richer(o, memory):
+                memory, owner = o, r.entry
+        elif r.diagnosis == "kernel-assertion" and r.diagnosis not in out:
+            text = next((c["assertion"] for c in r.captures if c.get("assertion")), "")
+            if text:
+                out[r.diagnosis] = diagnose_assertion(text, r.entry, source)
+    if memory is not None:
+        facts.oom = memory
+        if memory.gpu is not None:
+            facts.gpu = memory.gpu
+        out["gpu-memory"] = diagnose_oom(memory, owner)
+    return out
+
+
+def diagnose_location(facts: Facts) -> list[Finding]:
+    out: list[Finding] = []
     if facts.location and facts.location.startswith("THCBlas.cu"):
         out.append(
             Finding(
@@ -69,7 +124,10 @@ def _row(label: str, value: str) -> str:
     return f"{label:<23}{value}"
 
 
-def diagnose_oom(o: OomFigures) -> Finding:
+def diagnose_oom(o: OomFigures, entry: str = "") -> Finding:
+    """The memory figures of one OOM message (kb.diagnosis.facts.oom_from_captures) -> which case
+    it is. `entry`: the entry whose signature read them."""
+    entries = [entry] if entry else []
     lines: list[str] = []
     advice: list[str] = []
     if o.format == "legacy" and o.requested is None:
@@ -80,6 +138,8 @@ def diagnose_oom(o: OomFigures) -> Finding:
                 "Measure with torch.cuda.memory_summary() on a current PyTorch, then reduce "
                 "batch size or use mixed precision / activation checkpointing."
             ],
+            entries=entries,
+            source=o.source,
         )
     if o.requested is None and o.total is None and o.allocated is None and o.reserved is None:
         # "CUDA out of memory." with nothing after it (cut logs, wrappers, other frameworks):
@@ -92,7 +152,8 @@ def diagnose_oom(o: OomFigures) -> Finding:
                 "torch.OutOfMemoryError text) and nvidia-smi for other processes, then reduce "
                 "the batch size or use mixed precision / activation checkpointing."
             ],
-            entries=["cuda-oom"],
+            entries=entries,
+            source=o.source,
         )
     if o.requested is not None:
         lines.append(_row("requested", human(o.requested)))
@@ -121,7 +182,10 @@ def diagnose_oom(o: OomFigures) -> Finding:
                 f"{human(o.reserved)} reserved = {human(outside_pytorch)}",
             )
         )
-    others = sum(p["bytes"] for p in o.other_processes)
+    # PyTorch 2.1 lists every process on the GPU, this one too ("Process N has X memory in
+    # use"); from 2.2 this process's own use is said apart ("Including non-PyTorch memory, this
+    # process has..."), and only then are the listed processes others for certain.
+    others = sum(p["bytes"] for p in o.other_processes) if o.process_in_use is not None else 0
     elsewhere = None
     if o.total is not None and o.free is not None:
         in_use = o.total - o.free
@@ -193,7 +257,7 @@ def diagnose_oom(o: OomFigures) -> Finding:
             "Use bf16/fp16 autocast, activation checkpointing, or a memory-efficient optimizer.",
             "Free references you keep across steps (e.g. accumulate loss.item(), not loss).",
         ]
-    return Finding("oom", verdict, lines, advice, ["cuda-oom"])
+    return Finding("oom", verdict, lines, advice, entries, o.source)
 
 
 def _diagnose_code(code, facts: Facts, owners) -> Finding | None:
@@ -284,7 +348,8 @@ _ASSERT_HINTS = [
 ]
 
 
-def _diagnose_assertion(text: str) -> Finding:
+def diagnose_assertion(text: str, entry: str = "", source: str = "") -> Finding:
+    """A kernel's failed assertion (a signature's `assertion` capture) -> what it usually means."""
     advice = [hint for key, hint in _ASSERT_HINTS if key in text]
     advice = advice or [
         "Check the kernel's condition against your inputs' ranges; rerun on CPU for a "
@@ -294,5 +359,11 @@ def _diagnose_assertion(text: str) -> Finding:
         "assertion",
         f"A kernel assertion failed: `{text}`.",
         advice=advice,
-        entries=["cuda-device-side-assert"],
+        entries=[entry] if entry else [],
+        source=source,
     )
+
+
+# Diagnoses a signature can name (`diagnosis:` in schema.json): what reads its captures. The
+# engine calls them with the captures of every match of those signatures on the line read.
+DIAGNOSES = ("gpu-memory", "kernel-assertion")

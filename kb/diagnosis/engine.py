@@ -17,13 +17,30 @@ import os
 from _thread import RLock, allocate_lock  # threading's own locks, without importing threading
 from collections.abc import Iterable
 
-from kb.diagnosis.diagnose import Finding, diagnose
+from kb.diagnosis.catalog_match import read as read_catalog
+from kb.diagnosis.diagnose import (
+    Finding,
+    Reading,
+    diagnose_codes,
+    diagnose_location,
+    read_captures,
+)
 from kb.diagnosis.facts import Facts, extract_facts
+from kb.diagnosis.rank import Key, ranked
+from kb.diagnosis.rank import rank as rank_matches
+from kb.diagnosis.root import find_root
 from kb.knowledge.base import KnowledgeBase, gc_paused, load
+from kb.knowledge.data import KnowledgeData
+from kb.knowledge.data import bundled as bundled_data
+from kb.knowledge.data import register as register_data
 from kb.knowledge.signatures import Hit, SignatureIndex, scan_hits
-from kb.model.entry import Entry, HitRef, Match, Signature
-from kb.model.record import field, record, replace
-from kb.scan.extract import TAIL_BYTES, Scan, iter_chunks, scan, scan_text
+from kb.model.entry import Entry, Match, Signature
+from kb.model.record import field, record
+from kb.model.root import RootFailure
+from kb.scan.extract import TAIL_BYTES, Scan, scan_text
+from kb.scan.reader import open_log, read_scan
+from kb.scan.triggers import Triggers
+from kb.scan.triggers import register as register_triggers
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
@@ -35,9 +52,6 @@ if TYPE_CHECKING:
 FULLTEXT_MEDIUM = 0.9
 FULLTEXT_MIN_TERMS = 5
 FULLTEXT_MIN_COVERAGE = 0.9
-# Scores, so that every source ranks on one scale: a strong signature beats a bare code, which
-# beats full text; the earliest strong line (the root error) gets a bonus.
-ROOT_BONUS = 5.0
 
 if TYPE_CHECKING:
     Source = str | bytes | os.PathLike[str] | BinaryIO | IO[bytes]
@@ -55,23 +69,13 @@ class LookupResult:
     dropped: int = 0  # candidate lines the bounded window did not keep (said, never silent)
     warnings: list[str] = field(default_factory=list)
     skimmed: int = 0  # lines of a long log's middle searched only for error lines (said too)
+    # The log's first failure, whether or not an entry knows it (kb.diagnosis.root); None when
+    # the input shows no failure.
+    root: RootFailure | None = None
 
     @property
     def best(self) -> Match | None:
         return self.matches[0] if self.matches else None
-
-
-def open_log(path: str | os.PathLike[str]) -> BinaryIO:
-    """A log file as bytes, gunzipped when it is gzip (whatever its name)."""
-    fh = open(path, "rb")
-    if fh.read(2) == b"\x1f\x8b":
-        fh.seek(0)
-        # GzipFile has every method of BinaryIO; typeshed just does not declare it one.
-        import gzip  # only for gzip input
-
-        return gzip.open(fh)  # type: ignore[return-value]
-    fh.seek(0)
-    return fh
 
 
 class Engine:
@@ -91,6 +95,8 @@ class Engine:
         self._owners: dict[tuple[str, int], str] | None = None
         self._fulltext: object | None = None
         self._fulltext_error: str | None = None
+        self._triggers: Triggers | None = None
+        self._data: KnowledgeData | None = None
 
     # ------------------------------------------------------------ lazily built parts
     @property
@@ -110,6 +116,38 @@ class Engine:
                     with gc_paused():
                         self._signatures = SignatureIndex(kb.entries, kb.signature_tables)
         return self._signatures
+
+    @property
+    def triggers(self) -> Triggers:
+        """What the scan of a log looks for: the knowledge base's literals and the generic core
+        (kb.scan.triggers), from the cache when it has them."""
+        if self._triggers is None:
+            with self._lock:
+                if self._triggers is None:
+                    kb = self.knowledge
+                    t = kb.triggers
+                    if t is None:
+                        from kb.knowledge.triggers import build
+
+                        t = build(kb.entries, self.data.literals())
+                    register_triggers(t)
+                    self._triggers = t
+        return self._triggers
+
+    @property
+    def data(self) -> KnowledgeData:
+        """kb/data's wrapper forms and job-log wordings: from the cache with the entries, else
+        read now (kb.knowledge.data)."""
+        if self._data is None:
+            with self._lock:
+                if self._data is None:
+                    kb = self.knowledge
+                    if kb.data is not None:
+                        register_data(kb.data)
+                        self._data = kb.data
+                    else:
+                        self._data = bundled_data()
+        return self._data
 
     @property
     def owners(self) -> dict[tuple[str, int], str]:
@@ -153,27 +191,43 @@ class Engine:
     def lookup(self, source: Source, *, top: int = 3, fulltext: bool = True) -> LookupResult:
         """A message (str or bytes), a path (a log file, .gz too) or a binary stream."""
         if isinstance(source, (str, bytes)):
-            s = scan_text(source)
+            s = scan_text(source, triggers=self.triggers)
         elif isinstance(source, os.PathLike):
             with open_log(source) as fh:
-                s = scan(iter_chunks(fh))
+                s = read_scan(fh, os.fspath(source), triggers=self.triggers)
         else:
-            s = scan(iter_chunks(source))
+            s = read_scan(source, triggers=self.triggers)
         return self.lookup_scan(s, top=top, fulltext=fulltext)
+
+    def ranked(self, text: str) -> list[tuple[Match, Key]]:
+        """A message's matches with the keys kb.diagnosis.rank ordered them by (lint's KB020
+        reads them)."""
+        s = scan_text(text, triggers=self.triggers)
+        kb = self.knowledge
+        facts = extract_facts(s.lines, self.data.wrappers)
+        hits = self.hits(s) + _code_hits(kb, facts, self.owners)
+        return ranked(hits, self.signatures.order)
 
     def hits(self, s: Scan) -> list[Hit]:
         """Every signature hit and every CUDA code sighting in a scan, in a stable order."""
         return scan_hits(self.signatures, s)
 
-    def lookup_scan(self, s: Scan, *, top: int = 3, fulltext: bool = True) -> LookupResult:
+    def lookup_scan(
+        self, s: Scan, *, top: int = 3, fulltext: bool = True, root: bool = True
+    ) -> LookupResult:
+        """root=False skips reading the root failure (a caller that only wants the matches)."""
         kb = self.knowledge
         hits = self.hits(s)
-        facts = extract_facts(s.lines)
+        facts = extract_facts(s.lines, self.data.wrappers)
         owners = self.owners
         hits += _code_hits(kb, facts, owners)
-        matches = _rank(hits, self.signatures.order)
-        have = {m.id for m in matches}
-        matches += _number_matches(kb, facts, have, owners)
+        root_failure = find_root(s, consequence=_consequences(hits)) if root else None
+        # The message catalog reads what no specific entry claimed (kb.diagnosis.catalog_match).
+        catalog = read_catalog(kb, self.signatures, s, hits, root_failure)
+        hits = catalog.hits
+        have = {h.entry.id for h in hits}
+        numbers = _number_matches(kb, facts, have, owners)
+        matches = rank_matches(hits, self.signatures.order, numbers)
         suggestions: list[Match] = []
         # A CUDA code the log states exactly that no entry owns: the code table explains it in
         # the diagnosis, and a full-text guess would only name a neighbour.
@@ -182,22 +236,23 @@ class Engine:
         ]
         if not matches and not unowned and fulltext and s.lines and not s.binary:
             suggestions = self._suggest(s, top)
-        matches.sort(key=lambda m: -m.score)
-        # A finding about an entry speaks only when that entry matched, or (the OOM figures) when
-        # some entry matched the line they were read from: "out of memory" in a line no
-        # signature claims (a retyped or garbled line, another framework) is no proof of a CUDA
-        # OOM. Findings tied to no entry (a CUDA code no entry owns) always speak.
+        # A finding about an entry speaks only when that entry matched; findings tied to no entry
+        # (a CUDA code no entry owns) always speak. The diagnoses that read captures (the memory
+        # figures, a kernel's assertion) read those of the matched entries' signatures only:
+        # "out of memory" in a line no signature claims is no proof of a CUDA OOM.
         named = {m.id for m in matches}
-        oom_line = facts.oom.line_number if facts.oom else None
-        claimed = oom_line is not None and any(
-            h.line_number == oom_line for m in matches for h in m.hits
-        )
-        findings = [
-            f
-            for f in diagnose(facts, owners)
-            if not f.entries or named.intersection(f.entries) or (f.topic == "oom" and claimed)
+        read = read_captures(self._readings(hits, named, s), facts)
+        codes = [
+            f for f in diagnose_codes(facts, owners) if not f.entries or named & set(f.entries)
         ]
-        warnings = self.warnings
+        findings = [
+            *(f for d, f in read.items() if d == "gpu-memory"),
+            *codes,
+            *(f for d, f in read.items() if d != "gpu-memory"),
+            *diagnose_location(facts),
+            *catalog.findings,
+        ]
+        warnings = self.warnings + s.warnings
         if s.dropped:
             warnings.append(
                 f"{s.dropped} candidate line(s) between the first and last part of the "
@@ -220,7 +275,44 @@ class Engine:
             s.dropped,
             warnings,
             s.skimmed,
+            catalog.root,
         )
+
+    def _readings(self, hits: list[Hit], named: set[str], s: Scan) -> list[Reading]:
+        """What the signatures that name a diagnosis captured, per matched entry and line: every
+        match of each such signature on the line, and on the lines after it where a wrapped OOM
+        message put its figures (Line.after)."""
+        after = {ln.number: ln.after for ln in s.lines if ln.after}
+        groups: dict[tuple[str, str, int], list[Hit]] = {}
+        for h in hits:
+            if h.signature.diagnosis and h.source == "signature" and h.entry.id in named:
+                groups.setdefault((h.signature.diagnosis, h.entry.id, h.line_number), []).append(h)
+        out = []
+        for (diagnosis, entry, line_number), hs in groups.items():
+            # In the entry's own order, so that a finding names them the same way every time.
+            sigs = [s for s in hs[0].entry.signatures if any(h.signature is s for h in hs)]
+            by_sig: list[tuple[Signature, list[dict[str, str]]]]
+            if hs[0].entry.local:
+                # A user's pattern runs only under its time limit (SignatureIndex): its hits'
+                # own captures, not a second search.
+                by_sig = [(s, [h.captures for h in hs if h.signature is s]) for s in sigs]
+            else:
+                text = hs[0].line + (" " + after[line_number] if line_number in after else "")
+                by_sig = [
+                    (
+                        s,
+                        [
+                            {k: v for k, v in m.groupdict().items() if v is not None}
+                            for m in self.signatures.regex(s).finditer(text)
+                        ],
+                    )
+                    for s in sigs
+                ]
+            caps = tuple(c for _, cs in by_sig for c in cs)
+            # The finding names the signatures that read something, else all that matched.
+            read = tuple(s for s, cs in by_sig if any(cs))
+            out.append(Reading(diagnosis, entry, line_number, caps, read or tuple(sigs)))
+        return out
 
     def _suggest(self, s: Scan, top: int) -> list[Match]:
         ft = self.fulltext()
@@ -248,85 +340,15 @@ class Engine:
         return out
 
 
-# ---------------------------------------------------------------- ranking
-def _rank(hits: list[Hit], order: dict[tuple[str, str], int]) -> list[Match]:
-    """Hits -> one Match per entry. Deterministic: ties go to the earlier line, then to the
-    signature that comes first in its entry (and the entry that comes first in the KB)."""
-    if not hits:
-        return []
-    hits = sorted(
-        hits, key=lambda h: (h.line_number, order.get((h.entry.id, h.signature.id), 1 << 30))
-    )
-    by_entry: dict[str, list[Hit]] = {}
-    for h in hits:
-        by_entry.setdefault(h.entry.id, []).append(h)
-    strong = [hs for hs in by_entry.values() if max(map(_weight, hs)) >= 1.0]
-    root_line = min(
-        (next(h.line_number for h in hs if _weight(h) >= 1.0) for hs in strong), default=None
-    )
-    out = []
-    for hs in by_entry.values():
-        weight = max(map(_weight, hs))
-        top = [h for h in hs if _weight(h) == weight]
-        best_literal = max(len(h.signature.literal) for h in top)
-        lines = len({h.line_number for h in hs})
-        score = 10.0 * weight + 0.3 * min(lines, 5) + min(best_literal, 80) / 100.0
-        if any(not h.signature.id.startswith("cuda-code") for h in top):
-            score += 0.5  # an entry's own wording says more than the bare CUDA code it shares
-        # The evidence shown: the earliest line of the strongest wording that fired.
-        shown = top[0]
-        if root_line is not None and weight >= 1.0 and shown.line_number == root_line:
-            score += ROOT_BONUS
-        conf = "high" if weight >= 1.0 else "medium"
-        source = "code" if shown.signature.id.startswith("cuda-code") else "signature"
-        out.append(
-            Match(
-                entry=shown.entry,
-                score=score,
-                confidence=conf,
-                source=source,
-                signature=shown.signature.id,
-                line=shown.line,
-                line_number=shown.line_number,
-                captures=_captures(shown, hs),
-                hits=tuple(HitRef(h.signature.id, h.line_number, h.line) for h in hs),
-            )
-        )
-    return _explained(out)
+def _consequences(hits: list[Hit]):
+    """Lines whose wording is a consequence of another failure (a signature's or its entry's
+    `consequence`: a timeout waiting for a peer, the launcher's SIGTERM...), for the root
+    failure to pass over; None when there are none."""
+    found = {h.line: c for h in hits if (c := h.signature.consequence or h.entry.consequence)}
+    return found.get if found else None
 
 
-def _explained(out: list[Match]) -> list[Match]:
-    """A match whose wording is explained by another entry that matched in the same log (a
-    'not implemented for Half' on the CPU after 'CUDA initialization: the driver is too old')
-    follows that entry: the explanation is the answer."""
-    scores = {m.id: m.score for m in out}
-    done = []
-    for m in out:
-        sig = m.entry.signature(m.signature or "")  # None for a bare CUDA code's hit
-        causes = [scores[i] for i in (sig.explained_by if sig else ()) if i in scores]
-        if causes:
-            m = replace(m, score=min(m.score, max(causes) - 0.01))
-        done.append(m)
-    return done
-
-
-def _captures(shown: Hit, hs: list[Hit]) -> dict[str, str]:
-    """The shown line's captures, then what the entry's other lines add (the reasons SDPA or
-    xformers print on warning lines above the error, a rank, a return code)."""
-    caps = dict(shown.captures)
-    for h in hs:
-        for k, v in h.captures.items():
-            caps.setdefault(k, v)
-    return caps
-
-
-PARTIAL = 0.75  # a cut-off or retyped line: an answer, but below any whole wording
-
-
-def _weight(h: Hit) -> float:
-    return h.signature.weight * (PARTIAL if h.partial else 1.0)
-
-
+# ---------------------------------------------------------------- code hits
 def _code_hits(kb: KnowledgeBase, facts: Facts, owners: dict[tuple[str, int], str]) -> list[Hit]:
     """A CUDA code stated exactly (its name, its text in a known wrapper, a driver number with
     its text) is a strong hit on the entry that owns it; the wrapper is a captured fact."""
@@ -344,7 +366,9 @@ def _code_hits(kb: KnowledgeBase, facts: Facts, owners: dict[tuple[str, int], st
         if code.wrapper:
             caps["wrapper"] = code.wrapper
         sig = Signature(id=f"cuda-code-{code.wrapper or 'name'}", pattern="", literal=code.text)
-        out.append(Hit(entry, sig, code.line_number, code.line, caps, partial=code.partial))
+        out.append(
+            Hit(entry, sig, code.line_number, code.line, caps, partial=code.partial, source="code")
+        )
     return out
 
 
@@ -371,7 +395,7 @@ def _number_matches(
             out.append(
                 Match(
                     entry=entry,
-                    score=6.0 - rank,
+                    score=0.0,  # kb.diagnosis.rank gives it its place and score
                     confidence=conf,
                     source="code",
                     signature=None,

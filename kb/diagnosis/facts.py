@@ -1,5 +1,6 @@
-"""Error lines -> structured facts: CUDA codes (with their numbering era), OOM figures, exception
-type, file:line, kernel assertion, GPU index, rank, torch version hints."""
+"""Error lines -> structured facts: CUDA codes (with their numbering era), exception type,
+file:line, kernel assertion, GPU index, rank, torch version hints; and the OOM figures, read from
+the captures of the signatures that state them (oom_from_captures), never from the line again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from kb.scan.extract import Line
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
     from typing import Any
+
+    from kb.knowledge.data import WrapperForms
 
 _UNITS = {
     "b": 1,
@@ -31,6 +34,12 @@ _SIZE = r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|bytes|B)"
 
 def to_bytes(num: str, unit: str) -> int:
     return int(float(num) * _UNITS[unit.lower()])
+
+
+def size_of(text: str) -> int | None:
+    """A size as a log prints it ("2.00 GiB", "0 bytes") in bytes; None when it is none."""
+    m = _SIZE_RX.fullmatch(text.strip())
+    return to_bytes(m.group(1), m.group(2)) if m else None
 
 
 @record
@@ -59,6 +68,8 @@ class OomFigures:
     gpu: int | None = None
     format: str = ""  # legacy | 1.x | 1.x-cached | 2.x | plain
     line_number: int = 0
+    # The entry and signatures whose captures gave the figures ("<entry>/<sig>+<sig>").
+    source: str = ""
 
 
 @record
@@ -118,27 +129,7 @@ _GPU = _Lazy(r"\bGPU (?P<gpu>\d+)\b|cuda:(?P<dev>\d+)")
 _RANK = _Lazy(r"\[(?:Rank|rank) ?(?P<rank>\d+)\]|\brank (?P<rank2>\d+)\b")
 _TORCH_VER = _Lazy(r"\b(?:torch|pytorch|PyTorch)[ =/-]?v?(?P<v>\d+\.\d+(?:\.\d+)?(?:\+\w+)?)")
 
-# OOM, every wording PyTorch has used.
-_OOM_TRIED = _Lazy(r"Tried to allocate " + _SIZE)
-_OOM_1X = _Lazy(
-    r"\(GPU (?P<gpu>\d+); " + r"(?P<t>\d+(?:\.\d+)?) (?P<tu>[KMGT]i?B) total capacity; "
-    r"(?P<a>\d+(?:\.\d+)?) (?P<au>[KMGT]i?B) already allocated; "
-    r"(?P<f>\d+(?:\.\d+)?) (?P<fu>[KMGT]i?B|bytes) free; "
-    r"(?:(?P<r>\d+(?:\.\d+)?) (?P<ru>[KMGT]i?B) reserved in total by PyTorch|"
-    r"(?P<c>\d+(?:\.\d+)?) (?P<cu>[KMGT]i?B|bytes) cached)"
-)
-_OOM_2X_TOTAL = _Lazy(
-    r"GPU (?P<gpu>\d+) has a total capacit(?:y|ies) of "
-    + _SIZE
-    + r" of which "
-    + _SIZE
-    + r" is free"
-)
-_OOM_2X_PROC = _Lazy(r"this process has " + _SIZE + r" memory in use")
-_OOM_2X_ALLOC = _Lazy(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
-_OOM_2X_RESUNALLOC = _Lazy(_SIZE + r" is reserved by PyTorch but unallocated")
-_OOM_OTHER = _Lazy(r"Process (?P<pid>\d+) has " + _SIZE + r" memory in use")
-_OOM_LEGACY = _Lazy(r"cuda runtime error \(2\) : out of memory")
+_SIZE_RX = re.compile(_SIZE)
 
 
 def _codes_module():
@@ -159,7 +150,10 @@ def _interpretations(value: int, text: str | None) -> list[dict[str, Any]]:
     return out
 
 
-def extract_facts(lines: Iterable[Line]) -> Facts:
+def extract_facts(lines: Iterable[Line], wrappers: WrapperForms | None = None) -> Facts:
+    """The facts of a scan's lines; `wrappers`: the knowledge base's wrapper forms (the bundled
+    ones by default). The OOM figures are not among them: they come from the signatures' captures
+    once the lines are matched (oom_from_captures)."""
     f = Facts()
     seen_codes: set[tuple[int, str]] = set()
     lines = list(lines)
@@ -214,7 +208,7 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
                 interp = _interpretations(value, None)
                 if interp:
                     add_code(value, "unknown", "", "", ln, interp)
-        for s in sightings(t):
+        for s in sightings(t, wrappers):
             add_code(s.value, s.api, s.name, s.text, ln, wrapper=s.wrapper, partial=s.partial)
         # ---- exception, location, assertion, gpu, rank, version
         if f.exception is None and ("Error" in t or "Exception" in t or "Warning" in t):
@@ -237,69 +231,63 @@ def extract_facts(lines: Iterable[Line]) -> Facts:
             m = _TORCH_VER.search(t)
             if m:
                 f.torch_version = m.group("v")
-        # ---- OOM
-        oom = _parse_oom(t + (" " + ln.after if ln.after else ""), ln.number)
-        if oom and (f.oom is None or _richer(oom, f.oom)):
-            f.oom = oom
         if f.gpu is None and ("GPU" in t or "cuda:" in t) and ("rror" in t or "memory" in t):
             m = _GPU.search(t)
             if m:
                 f.gpu = int(m.group("gpu") or m.group("dev"))
-    if f.oom and f.oom.gpu is not None:
-        f.gpu = f.oom.gpu
     return f
 
 
-def _richer(a: OomFigures, b: OomFigures) -> bool:
-    def n(o):
+def richer(a: OomFigures, b: OomFigures) -> bool:
+    """a states more of the five main figures than b."""
+
+    def n(o: OomFigures) -> int:
         return sum(v is not None for v in (o.requested, o.total, o.free, o.allocated, o.reserved))
 
     return n(a) > n(b)
 
 
-def _parse_oom(t: str, number: int) -> OomFigures | None:
-    if "out of memory" not in t and "OutOfMemoryError" not in t:
-        return None
-    o = OomFigures(line_number=number)
-    if _OOM_LEGACY.search(t):
-        o.format = "legacy"
-    m = _OOM_TRIED.search(t)
-    if m:
-        o.requested = to_bytes(*m.groups())
-    m = _OOM_1X.search(t)
-    if m:
-        o.gpu = int(m.group("gpu"))
-        o.total = to_bytes(m.group("t"), m.group("tu"))
-        o.allocated = to_bytes(m.group("a"), m.group("au"))
-        o.free = to_bytes(m.group("f"), m.group("fu"))
-        if m.group("r"):
-            o.reserved = to_bytes(m.group("r"), m.group("ru"))
-            o.format = "1.x"
-        else:
-            # The oldest wording: "cached" counted memory held by the allocator but not in tensors.
-            o.reserved = o.allocated + to_bytes(m.group("c"), m.group("cu"))
-            o.format = "1.x-cached"
-    m = _OOM_2X_TOTAL.search(t)
-    if m:
-        o.gpu = int(m.group("gpu"))
-        o.total = to_bytes(m.group(2), m.group(3))
-        o.free = to_bytes(m.group(4), m.group(5))
+def oom_from_captures(
+    captures: Iterable[dict[str, str]], line_number: int, legacy: bool = False, source: str = ""
+) -> OomFigures:
+    """The OOM figures one message states, from the named captures of every match of the
+    signatures that read it (a signature's `diagnosis: gpu-memory`, schema.json names the
+    captures): requested, total, free, allocated, reserved (1.x's "reserved in total"), cached
+    (the oldest wording's memory held but not in tensors), reserved_unallocated (2.x), gpu, and
+    in_use: this process's, or with pid another process's. `legacy`: a wording of PyTorch < 1.0,
+    which printed no figures."""
+    o = OomFigures(line_number=line_number, source=source)
+    cached = None
+    for caps in captures:
+        caps = {k: v for k, v in caps.items() if v is not None}
+        if "in_use" in caps:
+            size = size_of(caps["in_use"])
+            if size is not None and "pid" in caps:
+                proc = {"pid": int(caps["pid"]), "bytes": size}
+                if proc not in o.other_processes:
+                    o.other_processes.append(proc)
+            elif size is not None and o.process_in_use is None:
+                o.process_in_use = size
+        for name in ("requested", "total", "free", "allocated", "reserved", "reserved_unallocated"):
+            if name in caps and getattr(o, name) is None:
+                setattr(o, name, size_of(caps[name]))
+        if "cached" in caps and cached is None:
+            cached = size_of(caps["cached"])
+        if "gpu" in caps and o.gpu is None:
+            o.gpu = int(caps["gpu"])
+    if cached is not None:
+        # The oldest wording: "cached" counted memory held by the allocator but not in tensors.
+        o.format = "1.x-cached"
+        if o.allocated is not None:
+            o.reserved = o.allocated + cached
+    elif o.reserved is not None:
+        o.format = "1.x"
+    elif o.total is not None:
         o.format = "2.x"
-        m = _OOM_2X_PROC.search(t)
-        if m:
-            o.process_in_use = to_bytes(*m.groups())
-        m = _OOM_2X_ALLOC.search(t)
-        if m:
-            o.allocated = to_bytes(*m.groups())
-        m = _OOM_2X_RESUNALLOC.search(t)
-        if m:
-            o.reserved_unallocated = to_bytes(*m.groups())
-            if o.allocated is not None:
-                o.reserved = o.allocated + o.reserved_unallocated
-    for m in _OOM_OTHER.finditer(t):
-        o.other_processes.append(
-            {"pid": int(m.group("pid")), "bytes": to_bytes(m.group(2), m.group(3))}
-        )
-    if not o.format:
-        o.format = "plain"
+        if o.allocated is not None and o.reserved_unallocated is not None:
+            o.reserved = o.allocated + o.reserved_unallocated
+    else:
+        # 2.x's second half without its first (total, free): not read as this message's.
+        o.allocated = o.process_in_use = o.reserved_unallocated = None
+        o.format = "legacy" if legacy else "plain"
     return o

@@ -1,21 +1,30 @@
-"""The job view: one verdict per rank, and the rank whose failure caused the others'.
+"""The job view: one verdict per rank, and every rank whose failure caused the others'.
 
 A distributed job that dies prints a dozen errors; the one that matters is rarely the last or
 the loudest. Every rank's lines are looked up on their own. A rank whose earliest strong error is
 a known consequence (a timeout while waiting for a peer, the watchdog's teardown, an aborted
-communicator, a peer's closed socket, the launcher's SIGTERM: kb.consequences) is a consequence.
-The root is the rank whose earliest strong error is not:
+communicator, a peer's closed socket, the launcher's SIGTERM: kb.job.consequences) is a
+consequence. An error that only carries another one (NCCL's "unhandled cuda error ... Last error:
+Cuda failure '<text>'", the watchdog's exception naming a CUDA error) is read as the failure it
+carries, found by the knowledge base's own signatures and CUDA codes, with the carrier kept as
+the way it surfaced.
+
+The root cause is the rank whose earliest strong error is not a consequence:
 
   1. earliest by the time its lines carry, when every candidate's line has a time on one clock;
   2. else by evidence: a known entry before an unknown exception, before a death by a signal
      nobody else sent, before a bare non-zero exit; then torchrun's "first observed failure";
      then the lowest rank.
 
-Ranks with the root's entry are roots too (a collective mismatch is reported by every rank). When
-no rank has an error of its own, the job is a desync: the ranks that did not reach the collective
-the others timed out in are named from the Flight Recorder dumps, else from the watchdog's
-sequence numbers ("last enqueued work" below the timed-out SeqNum), else from a monitoredBarrier
-report, else as the ranks that never timed out themselves while others did.
+Ranks with the root's entry are roots too (a collective mismatch is reported by every rank).
+The Flight Recorder dumps are compared within every process group (kb.job.collectives): each
+rank they show at fault (stalled, stopped short, stuck in a collective, mismatched, missing while
+its peers waited) is a root as well; when ranks also failed of their own, a fault the dumps show
+counts only where it is not a snapshot of a job being torn down (a mismatch, or a collective
+whose waiters timed out). When no rank has an error of its own, the job is a desync: its roots
+are the ranks the dumps name, else the ones the watchdog's sequence numbers name ("last enqueued
+work" below the timed-out SeqNum), else a monitoredBarrier report's, else the ranks that never
+timed out themselves while others did.
 """
 
 from __future__ import annotations
@@ -26,10 +35,22 @@ from collections.abc import Sequence
 import kb.job.consequences as consequences
 import kb.job.parsers.torchrun as torchrun_summary
 from kb.diagnosis.engine import Engine, LookupResult
+from kb.job.collectives import Collectives, Fault
+from kb.job.collectives import analyze as compare_groups
 from kb.job.parsers.error_file import ErrorFile
 from kb.job.parsers.flight_recorder import Dump
-from kb.job.parsers.flight_recorder import desync as fr_desync
 from kb.job.parsers.watchdog import Desync, desync_from_progress, progress
+from kb.job.view import (
+    OWN_FAILURES,
+    FaultKind,
+    JobKind,
+    JobView,
+    Part,
+    RankVerdict,
+    Role,
+    RootRank,
+    Surfaced,
+)
 from kb.model.entry import Match
 from kb.model.record import field, record, replace
 from kb.scan.extract import Line, Scan, scan_text
@@ -37,7 +58,7 @@ from kb.scan.prefixes import host_of, rank_in_text, time_of
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
-    from typing import Any
+    pass
 
 LAUNCHER = None  # the key of lines no rank printed (torchrun's agent, the shell)
 # A rank's input, keyed by its rank, "host:<name>" for a job whose lines carry only hosts, or
@@ -45,13 +66,19 @@ LAUNCHER = None  # the key of lines no rank printed (torchrun's agent, the shell
 RankKey = int | str | None
 # A line and the file it came from (None: read from an error file's or torchrun's traceback).
 SourcedLine = tuple[Line, str | None]
-# The earliest strong event in a rank's lines: (cause, consequence class or None, the Match
-# behind it or None, the line).
-Event = tuple[str, str | None, Match | None, SourcedLine]
 
 _EXCEPTION = re.compile(
     r"^(?:[\w.]+\.)?(?P<exc>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s|\s*$)"
 )
+# Where one error's message ends and another's starts: a failure carried by an error is in the
+# error's own message (its next few lines), never past the next traceback.
+_NEW_MESSAGE = re.compile(
+    r"^Traceback \(most recent call last\)|^During handling of|^The above exception"
+)
+CARRY_LINES = 12  # NCCL's message: the error, its ncclResult_t, "Last error:", the CUDA failure
+# Consequence classes whose line may carry the failure behind them (the watchdog's teardown
+# naming a CUDA error, an abort after one); a timeout or a dead peer never does.
+_CARRYING = ("teardown", "abort")
 
 # Evidence levels of a rank's own failure (lower is stronger evidence that it came first).
 LEVEL = {"error": 1, "exception": 2, "signal": 3, "exit": 4}
@@ -70,11 +97,25 @@ class RankInput:
 
 
 @record
-class RankVerdict:
+class _Event:
+    """The earliest strong event in a rank's lines."""
+
+    cause: str  # error | exception | consequence
+    cls: str | None  # the consequence class
+    match: Match | None
+    line: SourcedLine
+    surfaced: tuple[str | None, str, SourcedLine] | None = None  # (entry id, what, its line)
+
+
+@record
+class _Working:
+    """A rank's verdict while the job is decided (RankVerdict is its frozen, public form)."""
+
     rank: int | None
     host: str | None = None
-    role: str = "unknown"  # root | consequence | unknown
-    cause: str = "none"  # error | exception | signal | exit | <consequence class> | none
+    role: str = "unknown"
+    cause: str = "none"
+    forced: bool = False  # SIGKILLed by the launcher after it did not answer SIGTERM
     id: str | None = None
     title: str | None = None
     line: str = ""
@@ -84,91 +125,45 @@ class RankVerdict:
     exitcode: int | None = None
     signal: str | None = None
     reason: str = ""
-    evidence_from: str | None = None  # log | error-file | torchrun-summary
-    _sort_time: tuple[float, str] | None = None
-    _match: object = None  # the Match behind id, for rendering
+    evidence_from: str | None = None
+    match: Match | None = None
+    sort_time: tuple[float, str] | None = None
+    surfaced: Surfaced | None = None
+    part: str | None = None
+    root_kind: str | None = None
+    group: str | None = None
+    collective: str | None = None
 
-    def to_dict(self) -> dict:
-        d = {
-            "rank": self.rank,
-            "id": self.id,
-            "role": self.role,
-            "cause": self.cause,
-            "line": self.line,
-            "line_number": self.line_number,
-            "path": self.path,
-        }
-        for k in ("host", "title", "time", "exitcode", "signal", "evidence_from"):
-            v = getattr(self, k)
-            if v is not None:
-                d[k] = v
-        d["reason"] = self.reason
-        return d
-
-
-@record
-class JobView:
-    ranks: list[RankVerdict]
-    root: RankVerdict | None
-    kind: str  # error | exception | signal | exit | desync | terminated | none
-    summary: str
-    desync: Desync | None = None
-    torchrun: torchrun_summary.Summary | None = None
-    error_files: list[ErrorFile] = field(default_factory=list)
-    dumps: list[Dump] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    evidence: RankVerdict | None = None  # for a desync: the waiting rank whose line shows it
-
-    def root_evidence(self) -> RankVerdict | None:
-        return self.evidence or self.root
-
-    def to_dict(self) -> dict:
-        root = None
-        if self.root is not None:
-            ev = self.evidence or self.root
-            root = {
-                "rank": self.root.rank,
-                "id": self.root.id,
-                "line": ev.line,
-                "line_number": ev.line_number,
-                "path": ev.path,
-                "kind": self.kind,
-                "reason": self.root.reason,
-            }
-            if self.root.host is not None:
-                root["host"] = self.root.host
-            if self.evidence is not None:
-                root["evidence_rank"] = self.evidence.rank
-        elif self.kind != "none":
-            root = {
-                "rank": None,
-                "id": None,
-                "line": "",
-                "line_number": 0,
-                "path": None,
-                "kind": self.kind,
-                "reason": self.summary,
-            }
-        d: dict[str, Any] = {
-            "root": root,
-            "kind": self.kind,
-            "summary": self.summary,
-            "ranks": [r.to_dict() for r in self.ranks],
-            "desync": self.desync.to_dict() if self.desync else None,
-        }
-        if self.torchrun and self.torchrun.failures:
-            tr_root = self.torchrun.root
-            d["torchrun"] = {
-                "root_rank": tr_root.rank if tr_root else None,
-                "failures": [f.to_dict() for f in self.torchrun.failures],
-            }
-        if self.error_files:
-            d["error_files"] = [e.to_dict() for e in self.error_files]
-        if self.dumps:
-            d["flight_recorder"] = [x.to_dict() for x in self.dumps]
-        if self.notes:
-            d["notes"] = list(self.notes)
-        return d
+    def freeze(self) -> RankVerdict:
+        part = self.part or (
+            Part.CONSEQUENCE
+            if self.role == "consequence"
+            else Part.ALSO_FAILED
+            if self.cause in OWN_FAILURES
+            else Part.NO_FAILURE
+        )
+        return RankVerdict(
+            self.rank,
+            self.host,
+            Role(self.role),
+            self.cause,
+            self.id,
+            self.title,
+            self.line,
+            self.line_number,
+            self.path,
+            self.time,
+            self.exitcode,
+            self.signal,
+            self.reason,
+            self.evidence_from,
+            self.match,
+            Part(part),
+            self.surfaced,
+            FaultKind(self.root_kind) if self.root_kind else None,
+            self.group,
+            self.collective,
+        )
 
 
 # ---------------------------------------------------------------- grouping lines into ranks
@@ -209,41 +204,86 @@ def _rank_scan(lines: Sequence[SourcedLine]) -> tuple[Scan, Sequence[SourcedLine
     return Scan(renum, len(renum), 0, 0, False), lines
 
 
+def _is_consequence_entry(m: Match) -> bool:
+    """The match's entry (or signature) says its wording is a consequence (`consequence:`)."""
+    return consequences.of_match(m) is not None
+
+
+def _carries_cuda(m: Match) -> bool:
+    """A match on an entry that owns a CUDA error code: a failure an NCCL or watchdog message
+    can carry (found through the entry's signatures or its codes, never by its id)."""
+    return bool(m.entry.codes) and not _is_consequence_entry(m)
+
+
 def _first_event(
     engine: Engine, lines: Sequence[SourcedLine]
-) -> tuple[Event | None, LookupResult | None]:
+) -> tuple[_Event | None, LookupResult | None]:
     """The earliest strong event in a rank's lines (None when there is none), and the lookup
     of those lines (None when there are no lines)."""
     if not lines:
         return None, None
     s, orig = _rank_scan(lines)
     result = engine.lookup_scan(s, top=50, fulltext=False)
-    strong: dict[int, Match] = {}  # line number -> the first strong match on it
+    strong: dict[int, list[Match]] = {}  # line number -> the strong matches on it, best first
     for found in result.matches:
-        if found.confidence == "high" and found.line_number:
-            strong.setdefault(found.line_number, found)
+        if found.confidence != "high":
+            continue
+        numbers = {found.line_number} | {h.line_number for h in found.hits}
+        for n in numbers:
+            if n:
+                strong.setdefault(n, []).append(found)
     last_exc = None
     for i, ln in enumerate(s.lines):
         text = ln.text
         if consequences.neutral(text):
             continue
         cls = consequences.classify(text)
-        m = strong.get(ln.number)
+        ms = strong.get(ln.number, [])
+        m = ms[0] if ms else None
         if cls:
-            return ("consequence", cls, m, orig[i]), result
+            if cls in _CARRYING:
+                carried = _carried(s.lines, i, strong, None)
+                if carried is not None:
+                    j, cm = carried
+                    return _Event("error", None, cm, orig[j], (None, cls, orig[i])), result
+            return _Event("consequence", cls, m, orig[i]), result
         if m is not None:
-            if m.id in consequences.CONSEQUENCE_IDS:
-                return ("consequence", "timeout", m, orig[i]), result
-            return ("error", None, m, orig[i]), result
+            if _is_consequence_entry(m):
+                return _Event("consequence", consequences.of_match(m), m, orig[i]), result
+            carried = _carried(s.lines, i, strong, m) if not _carries_cuda(m) else None
+            if carried is not None:
+                j, cm = carried
+                return _Event("error", None, cm, orig[j], (m.id, m.id, orig[i])), result
+            return _Event("error", None, m, orig[i]), result
         if _EXCEPTION.match(text) and "Warning" not in text:
             last_exc = i
     if last_exc is not None:
-        return ("exception", None, None, orig[last_exc]), result
+        return _Event("exception", None, None, orig[last_exc]), result
     return None, result
 
 
-def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
-    v = RankVerdict(ri.rank, ri.host)
+def _carried(
+    lines: list[Line], i: int, strong: dict[int, list[Match]], carrier: Match | None
+) -> tuple[int, Match] | None:
+    """The CUDA failure an error's message carries: a strong match, on this line or the next
+    few of the same message, on an entry that owns a CUDA error code."""
+    for j in range(i, min(i + CARRY_LINES, len(lines))):
+        text = lines[j].text
+        if j > i and (
+            _NEW_MESSAGE.search(text)
+            or consequences.classify(text) in ("timeout", "peer-gone", "sigterm")
+        ):
+            break
+        for m in strong.get(lines[j].number, ()):
+            if m is carrier or (carrier is not None and m.id == carrier.id):
+                continue
+            if _carries_cuda(m):
+                return j, m
+    return None
+
+
+def _verdict(engine: Engine, ri: RankInput) -> _Working:
+    v = _Working(ri.rank, ri.host)
     f = ri.failure
     if f is not None:
         v.exitcode, v.signal = f.exitcode, f.signal
@@ -266,19 +306,27 @@ def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
                     v.evidence_from = kind
                     break
     if event is not None:
-        cause, cls, m, (ln, path) = event
-        v.cause = cls or cause
+        m = event.match
+        ln, path = event.line
+        v.cause = event.cls or event.cause
         v.line, v.line_number, v.path = ln.text, ln.number, path
         t = time_of(ln.prefix, ln.text)
         if t:
-            v._sort_time = t
+            v.sort_time = t
         if m is not None:
-            v.id, v.title, v._match = m.id, m.entry.title, m
-        if cls:
+            v.id, v.title, v.match = m.id, m.entry.title, m
+        if event.cls:
             v.role = "consequence"
-            v.reason = consequences.CLASSES[cls]
+            v.reason = consequences.CLASSES[event.cls]
         else:
             v.reason = f"{m.id}: {m.entry.title}" if m is not None else "an error no entry knows"
+        if event.surfaced is not None:
+            sid, what, (sln, spath) = event.surfaced
+            v.surfaced = Surfaced(sid, what, sln.text, sln.number, spath)
+            v.reason += f" (surfaced as {what}: {sln.text[:160]})"
+            st = time_of(sln.prefix, sln.text)
+            if st and (v.sort_time is None or st[0] < v.sort_time[0]):
+                v.sort_time = st
     elif f is not None and f.signum is not None:
         # torchrun's own line for it ("Signal 9 (SIGKILL) received by PID 4367") is the evidence.
         v.line, v.line_number, v.evidence_from = (
@@ -300,12 +348,12 @@ def _verdict(engine: Engine, ri: RankInput) -> RankVerdict:
     else:
         v.reason = "no failure in its output"
     # When it failed: its line's own time, else the error file's, else when torchrun saw it.
-    if v._sort_time is not None:
+    if v.sort_time is not None:
         v.time = _fmt_time(ri, v)
     elif ri.error_file is not None and ri.error_file.timestamp:
-        v._sort_time = (float(ri.error_file.timestamp), "epoch")
+        v.sort_time = (float(ri.error_file.timestamp), "epoch")
     elif f is not None and f.time:
-        v._sort_time = _torchrun_time(f.time)
+        v.sort_time = _torchrun_time(f.time)
     if v.time is None and f is not None and f.time:
         v.time = f.time
     return v
@@ -316,7 +364,7 @@ def _torchrun_time(s: str) -> tuple[float, str] | None:
     return (t[0], "torchrun") if t else None
 
 
-def _fmt_time(ri: RankInput, v: RankVerdict) -> str | None:
+def _fmt_time(ri: RankInput, v: _Working) -> str | None:
     for ln, _ in ri.lines:
         if ln.text == v.line:
             m = re.search(
@@ -335,11 +383,13 @@ def analyze(
     error_files: Sequence[tuple[ErrorFile, int | None, bool]] = (),
     dumps: Sequence[Dump] = (),
     several: bool = False,
+    problems: Sequence[str] = (),
 ) -> JobView | None:
     """The job view of these lines (each with its path and the rank the path names), or None
     when the input is not a job (one process, no launcher summary, nothing else). Error files
     come with the rank their path names and whether it is a local rank (torchrun's folders are
-    numbered by local rank; its summary maps them to global ranks)."""
+    numbered by local rank; its summary maps them to global ranks). `problems` are what the
+    caller could not read, said in the view."""
     ranks = group(lines)
     launcher = ranks.pop(LAUNCHER, None)
     summary = _torchrun(launcher)
@@ -364,40 +414,72 @@ def analyze(
     ):
         return None  # one process (a `kb run` of plain `python train.py`, one log): no job to tell
     forced = (
-        torchrun_summary.forced_kills(ln.text for ln, _ in launcher.lines) if launcher else set()
+        torchrun_summary.forced_kills((ln.text for ln, _ in launcher.lines), summary.failures)
+        if launcher
+        else set()
     )
     verdicts = []
     for key in sorted(ranks, key=lambda k: (isinstance(k, str), k)):
         ri = ranks[key]
         v = _verdict(engine, ri)
         if v.cause == "signal" and ri.failure and ri.failure.pid in forced:
-            v.role, v.cause = "consequence", "sigterm"
+            v.role, v.cause, v.forced = "consequence", "sigterm", True
             v.reason = "killed by the launcher after it ignored SIGTERM"
         verdicts.append(v)
-    view = _decide(verdicts, ranks, summary, list(dumps))
+    job_ranks = {k for k in ranks if isinstance(k, int)}
+    coll = compare_groups(list(dumps), job_ranks) if dumps else Collectives()
+    dec = _decide(verdicts, ranks, summary, coll)
+    notes = list(dec.notes) + list(coll.notes)
     if launcher is not None:
-        _attribute_unprefixed(engine, view, launcher)
-    view.torchrun = summary if summary.failures else None
-    view.error_files, view.dumps = efs, list(dumps)
-    if summary.root is not None and view.root is not None and summary.root.rank != view.root.rank:
-        rv = next((v for v in verdicts if v.rank == summary.root.rank), None)
+        _attribute_unprefixed(engine, dec, launcher, notes)
+    if summary.root is not None and dec.root is not None and summary.root.rank != dec.root.rank:
+        rv = next((v for v in dec.verdicts if v.rank == summary.root.rank), None)
         if rv is not None and rv.role == "consequence":
-            view.notes.append(
+            notes.append(
                 f'torchrun\'s "Root Cause (first observed failure)" names rank {summary.root.rank}, '
                 f"which only {rv.reason}: it failed first, it did not fail of its own."
             )
-    return view
+    frozen = {id(v): v.freeze() for v in dec.verdicts}
+    root = frozen[id(dec.root)] if dec.root is not None else None
+    evidence = frozen[id(dec.evidence)] if dec.evidence is not None else None
+    return JobView(
+        tuple(frozen[id(v)] for v in dec.verdicts),
+        root,
+        JobKind(dec.kind),
+        dec.summary,
+        desync=dec.desync,
+        torchrun=summary if summary.failures else None,
+        error_files=tuple(efs),
+        dumps=tuple(dumps),
+        notes=tuple(notes),
+        evidence=evidence,
+        roots=tuple(_root_record(v) for v in dec.roots),
+        groups=coll.findings,
+        problems=tuple(problems),
+    )
 
 
-def _attribute_unprefixed(engine: Engine, view: JobView, launcher: RankInput) -> None:
+def _root_record(v: _Working) -> RootRank:
+    kind = v.root_kind or (v.cause if v.cause in OWN_FAILURES else "straggler")
+    seq = op = None
+    if v.collective:
+        m = re.match(r"#(-?\d+)(?: \((.*)\))?$", v.collective)
+        if m:
+            seq, op = int(m.group(1)), m.group(2)
+    return RootRank(v.rank, FaultKind(kind), v.id, v.group, v.collective, seq, op, v.reason, v.host)
+
+
+def _attribute_unprefixed(
+    engine: Engine, d: _Decision, launcher: RankInput, notes: list[str]
+) -> None:
     """A root rank with no error of its own in the logs (an exit code, a signal) while an error
     was printed without any rank prefix (a kernel's assertion printf, a rank's stderr before
     torch 2.2 prefixed tracebacks, C++ code writing to stderr): with one root, that error is
     most likely its, and said to be a guess."""
-    root = view.root
-    if root is None or root.id is not None or view.kind not in ("exit", "signal", "exception"):
+    root = d.root
+    if root is None or root.id is not None or d.kind not in ("exit", "signal", "exception"):
         return
-    if sum(1 for v in view.ranks if v.role == "root") != 1:
+    if sum(1 for v in d.verdicts if v.role == "root") != 1:
         return
     # The launcher's own lines (its agent's log, ChildFailedError) are about ranks, not by one.
     own = ("ChildFailedError", "torch/distributed/elastic", "torch.distributed.elastic", "torchrun")
@@ -405,14 +487,15 @@ def _attribute_unprefixed(engine: Engine, view: JobView, launcher: RankInput) ->
     event, _ = _first_event(engine, lines)
     if event is None:
         return
-    cause, _, m, (ln, path) = event
-    if cause != "error" or m is None:  # "error" events always carry their match
+    m = event.match
+    ln, path = event.line
+    if event.cause != "error" or m is None:  # "error" events always carry their match
         return
-    root.id, root.title, root._match = m.id, m.entry.title, m
-    if not root.line or view.kind != "exception":
+    root.id, root.title, root.match = m.id, m.entry.title, m
+    if not root.line or d.kind != "exception":
         root.line, root.line_number, root.path = ln.text, ln.number, path
     root.reason += f"; the error printed without a rank prefix is most likely its: {m.id}"
-    view.notes.append(
+    notes.append(
         f"{_who(root)} is taken to have printed line {ln.number} ({m.id}): no rank prefix "
         "says who did, and it is the only rank that failed of its own"
     )
@@ -430,27 +513,176 @@ def _torchrun(launcher: RankInput | None) -> torchrun_summary.Summary:
     return best
 
 
-def _decide(verdicts: list[RankVerdict], ranks, summary, dumps: list[Dump]) -> JobView:
+# ---------------------------------------------------------------- deciding
+@record
+class _Decision:
+    verdicts: list[_Working]
+    root: _Working | None
+    kind: str
+    summary: str
+    roots: list[_Working] = field(default_factory=list)
+    desync: Desync | None = None
+    evidence: _Working | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+_WAITED_CAUSES = ("timeout", "told")  # a rank that waited long enough for its timeout
+
+
+def _decide(
+    verdicts: list[_Working], ranks: dict[RankKey, RankInput], summary, coll: Collectives
+) -> _Decision:
+    by_rank = {v.rank: v for v in verdicts if v.rank is not None}
     own = [v for v in verdicts if v.role != "consequence" and v.cause in LEVEL]
+    faults = _admitted(coll, by_rank, hang=not own)
+    for r in faults:
+        if r not in by_rank:  # named by the others' dumps only: it printed nothing we were given
+            v = by_rank[r] = _Working(r, reason="no output of its own in these logs")
+            verdicts.append(v)
+    verdicts.sort(key=_rank_key)
     if own:
         root = _earliest(own, summary)
-        root.role = "root"
-        for v in own:
-            if v is not root and _same_error(v, root):
-                v.role = "root"  # the same error on several ranks (a collective mismatch, bad data)
-        kind = root.cause
-        return JobView(verdicts, root, kind, _summary(root, verdicts))
-    # No rank failed of its own: who did not reach the collective the others waited in?
-    found = fr_desync(dumps)
-    if found is None or not found.missing:
-        prog = {
-            v.rank: progress(ln.text for ln, _ in ranks[v.rank].lines)
-            for v in verdicts
-            if v.rank is not None and v.rank in ranks
-        }
-        from_logs = desync_from_progress(prog)
-        if from_logs is not None and (found is None or from_logs.missing):
-            found = from_logs
+        roots = [root] + [v for v in own if v is not root and _same_error(v, root)]
+        for r in sorted(faults):
+            v = by_rank[r]
+            if v not in roots:
+                roots.append(v)
+        for v in roots:
+            fault = faults.get(v.rank) if v.rank is not None else None
+            if v.cause in LEVEL:
+                v.root_kind = v.cause
+                if fault is not None:
+                    v.group, v.collective = fault.finding.group, fault.finding.collective
+            elif fault is not None:
+                _from_fault(v, fault)
+            else:
+                v.root_kind = "straggler"
+        _mark(verdicts, roots, root, coll)
+        d = _Decision(verdicts, root, root.cause, _summary(root, roots, verdicts), roots)
+        if len(roots) > 1 and any(v.cause not in LEVEL for v in roots):
+            d.summary = _multi_summary(root, roots, verdicts, coll)
+        return d
+    if faults:
+        return _fr_desync(verdicts, by_rank, faults, coll)
+    return _log_desync(verdicts, ranks, coll)
+
+
+def _admitted(coll: Collectives, by_rank: dict[int, _Working], hang: bool) -> dict[int, Fault]:
+    """The faults the dumps show that count as roots. In a hang, all of them. When ranks also
+    failed of their own, the job was being torn down as the dumps were written, and a rank
+    behind its peers may only have been slower: a fault counts when it is a mismatch, when the
+    rank failed of its own too, or when the ranks waiting for it timed out (a wait long enough
+    to be no snapshot)."""
+    out: dict[int, Fault] = {}
+    for r, fault in coll.faults.items():
+        v = by_rank.get(r)
+        if fault.kind == "missing" and v is not None and v.cause == "sigterm" and not v.forced:
+            continue  # stopped by the launcher: that is why it left no dump
+        if hang or fault.kind == "mismatch" or (v is not None and v.cause in LEVEL):
+            out[r] = fault
+            continue
+        waited = [by_rank.get(w) for w in fault.finding.waiting]
+        if any(w is not None and w.cause in _WAITED_CAUSES for w in waited):
+            out[r] = fault
+    return out
+
+
+def _from_fault(v: _Working, fault: Fault) -> None:
+    """A root the collectives name: why, where. A rank that also ignored the launcher's SIGTERM
+    until it was SIGKILLed was stuck where Python could not run (a held GIL, a hang in C code),
+    which is why it left no dump."""
+    v.root_kind, v.reason = fault.kind, fault.reason
+    if v.forced and fault.kind == "missing":
+        v.root_kind = "stalled"
+        v.reason = (
+            "did not answer the launcher's SIGTERM (it was SIGKILLed) and "
+            + fault.reason
+            + ": its main thread was stuck where Python could not run (a held GIL, a hang)"
+        )
+    v.group, v.collective = fault.finding.group, fault.finding.collective
+
+
+def _mark(
+    verdicts: list[_Working], roots: list[_Working], root: _Working, coll: Collectives
+) -> None:
+    """Roles and parts: the roots; the ranks the dumps show waiting for one; the rest as their
+    own lines say."""
+    for v in roots:
+        if v.cause not in LEVEL and v.id is not None:
+            # a straggler's own line is a consequence's wording (it heard of the timeout): that
+            # entry is not what it is
+            v.id = v.title = v.match = None
+        v.role = "root"
+        v.part = Part.ROOT_CAUSE if v is root else Part.ROOT_TOO
+    is_root = {id(v) for v in roots}
+    root_ranks = {v.rank for v in roots}
+    for v in verdicts:
+        if id(v) in is_root or v.rank is None:
+            continue
+        f = coll.waited.get(v.rank)
+        if f is None:
+            continue
+        v.group, v.collective = f.group, f.collective
+        if v.role == "consequence":
+            continue
+        if v.cause == "none" and root_ranks and f.kind != "waiting":
+            # it waited for a root, or for a rank that itself waited for one
+            v.role, v.part = "consequence", Part.WAITED
+            named = sorted(set(f.faulty) & root_ranks) or sorted(f.faulty)
+            who = ", ".join(str(r) for r in named)
+            v.reason = (
+                f"waited in collective {f.collective} of group {f.group} for "
+                f"rank{'s' if ',' in who else ''} {who}"
+            )
+
+
+def _fr_desync(verdicts, by_rank, faults: dict[int, Fault], coll: Collectives) -> _Decision:
+    roots = [by_rank[r] for r in sorted(faults)]
+    for v in roots:
+        _from_fault(v, faults[v.rank])
+    # The root cause: the fault its group's waiters ran into first.
+    first = min(
+        faults.values(),
+        key=lambda f: (
+            f.finding.since_ns or float("inf"),
+            ("mismatch", "stuck", "stalled", "stopped-short", "missing").index(f.kind),
+            f.rank,
+        ),
+    )
+    root = by_rank[first.rank]
+    _mark(verdicts, roots, root, coll)
+    f = first.finding
+    missing = sorted(r for r in f.faulty if r in faults)
+    desync = Desync(
+        f.seq,
+        f.op,
+        missing,
+        list(f.waiting),
+        "flight-recorder",
+        f.pg,
+        f.detail if f.kind == "mismatch" else "",
+    )
+    victim = next(
+        (v for v in verdicts if v.rank in f.waiting and v.id and v.role == "consequence"), None
+    ) or next((v for v in verdicts if v.rank in f.waiting and v.line), None)
+    if len(roots) == 1:
+        verb = {"stuck": "was stuck in", "stopped-short": "did not enqueue"}.get(first.kind)
+        summary = _desync_summary(desync, verdicts, verb=verb or "did not reach")
+    else:
+        summary = _multi_summary(root, roots, verdicts, coll)
+    return _Decision(verdicts, root, "desync", summary, roots, desync, victim)
+
+
+def _log_desync(verdicts: list[_Working], ranks, coll: Collectives) -> _Decision:
+    """No rank failed of its own and the dumps name none: the watchdog's figures, a
+    monitoredBarrier report, or who never timed out."""
+    found = None
+    prog = {
+        v.rank: progress(ln.text for ln, _ in ranks[v.rank].lines)
+        for v in verdicts
+        if v.rank is not None and v.rank in ranks
+    }
+    found = desync_from_progress(prog)
     timed = [v for v in verdicts if v.cause == "timeout"]
     if (found is None or not found.missing) and timed:
         quiet = [
@@ -466,6 +698,10 @@ def _decide(verdicts: list[RankVerdict], ranks, summary, dumps: list[Dump]) -> J
                 sorted(v.rank for v in timed if v.rank is not None),
                 "no-timeout",
             )
+    if found is None and coll.findings:
+        w = next((f for f in coll.findings if f.kind == "waiting"), None)
+        if w is not None:
+            found = Desync(w.seq, w.op, [], list(w.waiting), "flight-recorder", w.pg)
     if found is not None and found.missing:
         victim = next((v for v in verdicts if v.rank in found.waiting and v.id), None) or next(
             (v for v in verdicts if v.rank in found.waiting), None
@@ -473,28 +709,30 @@ def _decide(verdicts: list[RankVerdict], ranks, summary, dumps: list[Dump]) -> J
         known = {v.rank for v in verdicts}
         for r in found.missing:
             if r not in known:  # named by the others only: it printed nothing we were given
-                verdicts.append(RankVerdict(r, reason="no output of its own in these logs"))
+                verdicts.append(_Working(r, reason="no output of its own in these logs"))
         verdicts.sort(key=_rank_key)
         roots = [v for v in verdicts if v.rank in found.missing]
         for v in roots:
-            v.role = "root"
             v.reason = _missing_reason(found, v)
+            v.root_kind = "straggler"
+            if found.seq is not None:
+                v.collective = f"#{found.seq}" + (f" ({found.op})" if found.op else "")
+            v.group = found.pg
         root = roots[0]
-        if victim is not None:
-            root.id, root.title, root._match = victim.id, victim.title, victim._match
-        return JobView(
-            verdicts, root, "desync", _desync_summary(found), desync=found, evidence=victim
+        _mark(verdicts, roots, root, coll)
+        return _Decision(
+            verdicts, root, "desync", _desync_summary(found, verdicts), roots, found, victim
         )
-    if timed:
-        return JobView(
-            verdicts, None, "desync", _desync_summary(found, all_waiting=True), desync=found
+    if timed or (found is not None and found.waiting):
+        return _Decision(
+            verdicts, None, "desync", _desync_summary(found, verdicts, all_waiting=True), [], found
         )
     if (
         verdicts
         and all(v.cause == "sigterm" for v in verdicts if v.exitcode is not None)
         and any(v.cause == "sigterm" for v in verdicts)
     ):
-        return JobView(
+        return _Decision(
             verdicts,
             None,
             "terminated",
@@ -503,7 +741,7 @@ def _decide(verdicts: list[RankVerdict], ranks, summary, dumps: list[Dump]) -> J
         )
     cons = [v for v in verdicts if v.role == "consequence"]
     if cons:
-        return JobView(
+        return _Decision(
             verdicts,
             None,
             "none",
@@ -512,10 +750,10 @@ def _decide(verdicts: list[RankVerdict], ranks, summary, dumps: list[Dump]) -> J
             + ", ".join(sorted({v.cause for v in cons}))
             + "); the failing rank's own output is missing",
         )
-    return JobView(verdicts, None, "none", "no rank shows a failure")
+    return _Decision(verdicts, None, "none", "no rank shows a failure")
 
 
-def _same_error(a: RankVerdict, b: RankVerdict) -> bool:
+def _same_error(a: _Working, b: _Working) -> bool:
     if a.id is not None or b.id is not None:
         return a.id == b.id
     if a.cause != "exception" or b.cause != "exception":
@@ -524,26 +762,41 @@ def _same_error(a: RankVerdict, b: RankVerdict) -> bool:
     return norm(a) == norm(b)
 
 
-def _earliest(cands: list[RankVerdict], summary) -> RankVerdict:
+def _earliest(cands: list[_Working], summary) -> _Working:
     # Times decide only when every candidate has one, all on the same clock.
-    timed = [(v._sort_time, v) for v in cands if v._sort_time is not None]
+    timed = [(v.sort_time, v) for v in cands if v.sort_time is not None]
     if len(cands) > 1 and len(timed) == len(cands) and len({t[1] for t, _ in timed}) == 1:
         return min(timed, key=lambda tv: (tv[0][0], LEVEL[tv[1].cause], _rank_key(tv[1])))[1]
     tr_root = summary.root.rank if summary and summary.root else None
     return min(cands, key=lambda v: (LEVEL[v.cause], v.rank != tr_root, _rank_key(v)))
 
 
-def _rank_key(v: RankVerdict):
+def _rank_key(v: _Working):
     return (v.rank is None, v.rank if v.rank is not None else 0, v.host or "")
 
 
-def _who(v: RankVerdict) -> str:
+def _who(v: _Working) -> str:
     return (
         f"rank {v.rank}" if v.rank is not None else (f"host {v.host}" if v.host else "the launcher")
     )
 
 
-def _summary(root: RankVerdict, verdicts: list[RankVerdict]) -> str:
+def _ranks_text(rs: list[int]) -> str:
+    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ranges(rs)
+
+
+def ranges(ranks: list[int]) -> str:
+    """Consecutive ranks as spans: [0, 1, 2, 3, 9] -> "0-3, 9" (a 1,024-rank job in a line)."""
+    spans: list[list[int]] = []  # [first, last] of each run
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _summary(root: _Working, roots: list[_Working], verdicts: list[_Working]) -> str:
     what = (
         f"{root.id}"
         if root.id
@@ -562,7 +815,42 @@ def _summary(root: RankVerdict, verdicts: list[RankVerdict]) -> str:
     return s
 
 
-def _missing_reason(d: Desync, v: RankVerdict) -> str:
+_KIND_WORDS = {
+    "stalled": "stalled",
+    "stopped-short": "stopped short",
+    "stuck": "stuck in a collective",
+    "mismatch": "ran a mismatched collective",
+    "missing": "left no dump",
+    "straggler": "did not reach the collective",
+}
+
+
+def _multi_summary(
+    root: _Working, roots: list[_Working], verdicts: list[_Working], coll: Collectives
+) -> str:
+    """Several roots: each with what it did and where, then who only waited."""
+    parts = []
+    for v in roots:
+        if v.cause in LEVEL and v.root_kind in LEVEL:
+            what = v.id or {
+                "exception": "an error no entry knows",
+                "signal": f"death by {v.signal}",
+                "exit": f"exit code {v.exitcode}",
+            }.get(v.cause, v.cause)
+        else:
+            what = _KIND_WORDS.get(v.root_kind or "", v.root_kind or "")
+        where = (
+            f" at collective {v.collective} of group {v.group}" if v.collective and v.group else ""
+        )
+        parts.append(f"{_who(v)} {what}{where}")
+    s = f"{len(roots)} roots: " + "; ".join(parts)
+    waited = sorted(v.rank for v in verdicts if v.rank is not None and v.role == "consequence")
+    if waited:
+        s += f"; {_ranks_text(waited)} only waited or were stopped"
+    return s
+
+
+def _missing_reason(d: Desync, v: _Working) -> str:
     coll = f"collective #{d.seq}" if d.seq is not None else "the collective"
     if d.op:
         coll += f" ({d.op})"
@@ -575,7 +863,12 @@ def _missing_reason(d: Desync, v: RankVerdict) -> str:
     return f"did not reach {coll}: {how}"
 
 
-def _desync_summary(d: Desync | None, all_waiting: bool = False) -> str:
+def _desync_summary(
+    d: Desync | None,
+    verdicts: list[_Working],
+    all_waiting: bool = False,
+    verb: str = "did not reach",
+) -> str:
     if d is None:
         return (
             "desync: every rank that reported timed out waiting in a collective; no rank shows an "
@@ -584,6 +877,8 @@ def _desync_summary(d: Desync | None, all_waiting: bool = False) -> str:
     coll = f"collective #{d.seq}" if d.seq is not None else "a collective"
     if d.op:
         coll += f" ({d.op})"
+    if d.pg is not None and d.by == "flight-recorder" and d.pg != "0":
+        coll += f" of group {d.pg}"
     if d.detail:
         return f"desync at {coll}: {d.detail}"
     if all_waiting or not d.missing:
@@ -597,8 +892,10 @@ def _desync_summary(d: Desync | None, all_waiting: bool = False) -> str:
         "monitored-barrier": "monitoredBarrier's report",
         "no-timeout": "it never timed out itself while the others did",
     }[d.by]
+    timed = {v.rank for v in verdicts if v.cause == "timeout"}
+    waited = "timed out waiting" if set(d.waiting) <= timed or not d.waiting else "waited"
     return (
-        f"desync: rank{'s' if len(d.missing) > 1 else ''} {', '.join(map(str, d.missing))} did not reach "
-        f"{coll}; rank{'s' if len(d.waiting) > 1 else ''} {', '.join(map(str, d.waiting))} timed out waiting "
+        f"desync: rank{'s' if len(d.missing) > 1 else ''} {', '.join(map(str, d.missing))} {verb} "
+        f"{coll}; rank{'s' if len(d.waiting) > 1 else ''} {', '.join(map(str, d.waiting))} {waited} "
         f"(by {by})"
     )

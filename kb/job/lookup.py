@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import zlib
 
-from kb.diagnosis.engine import Engine, LookupResult, open_log
+from kb.diagnosis.engine import Engine, LookupResult
 from kb.job.source import InputError, Source
 from kb.model.record import replace
-from kb.scan.extract import Line, Scan, iter_chunks, scan, scan_text
+from kb.scan.extract import Line, Scan, scan_text
 from kb.scan.prefixes import host_of, rank_in_text
+from kb.scan.reader import open_log, read_scan
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ class JobLookup:
     Plain classes rather than dataclasses: this module is on the cold path of every `kb lookup`,
     where creating a dataclass costs milliseconds."""
 
-    __slots__ = ("job", "path_of", "paths", "result")
+    __slots__ = ("job", "left_out", "path_of", "paths", "result")
 
     def __init__(
         self,
@@ -35,11 +36,13 @@ class JobLookup:
         job=None,
         paths: list[str] | None = None,
         path_of: dict[tuple[int, str], str] | None = None,
+        left_out: list[tuple[str, str]] | None = None,
     ):
         self.result = result
-        self.job = job  # kb.job.JobView, imported only when there is one
+        self.job = job  # kb.job.view.JobView, imported only when there is one
         self.paths = paths or []  # the inputs read, in source order
         self.path_of = path_of or {}  # (line number, line) -> path
+        self.left_out = left_out or []  # (path, why) of files a folder held that were not read
 
     def path_for(self, line_number: int, line: str) -> str | None:
         return self.path_of.get((line_number, line))
@@ -51,22 +54,34 @@ def lookup_paths(engine: Engine, paths: list[str], *, top: int = 3) -> JobLookup
     inputs = collect(paths)
     if inputs.missing:
         raise InputError(f"no such file or folder: {', '.join(inputs.missing)}")
-    if not (inputs.logs or inputs.error_files or inputs.dumps):
+    if not (inputs.logs or inputs.error_files or inputs.dumps or inputs.tarballs):
+        if inputs.problems:
+            raise InputError("; ".join(inputs.problems))
         raise InputError(f"no log files in {', '.join(paths)}")
     scans: list[tuple[Source, Scan]] = []
     for src in inputs.logs:
-        scans.append((src, _scan_file(src.path)))
+        try:
+            scans.append((src, _scan_file(src.path, engine)))
+        except InputError as e:
+            # one file that cannot be read is said, and the rest of the job is still read
+            if len(inputs.logs) == 1 and not inputs.several:
+                raise
+            inputs.problems.append(str(e))
+    if not scans and not (inputs.error_files or inputs.dumps or inputs.tarballs):
+        raise InputError("; ".join(inputs.problems) or f"no log files in {', '.join(paths)}")
     return _lookup(engine, scans, inputs, top)
 
 
 def lookup_stream(
     engine: Engine, stream: BinaryIO, *, top: int = 3, name: str = "<stdin>"
 ) -> JobLookup:
-    return _lookup(engine, [(Source(name), scan(iter_chunks(stream)))], None, top)
+    s = read_scan(stream, name, triggers=engine.triggers)
+    return _lookup(engine, [(Source(name), s)], None, top)
 
 
 def lookup_text(engine: Engine, text: str | bytes, *, top: int = 3) -> JobLookup:
-    return _lookup(engine, [(Source("<text>"), scan_text(text))], None, top)
+    s = scan_text(text, triggers=engine.triggers)
+    return _lookup(engine, [(Source("<text>"), s)], None, top)
 
 
 def _maybe_job(lines: list[Line]) -> bool:
@@ -89,10 +104,10 @@ def _maybe_job(lines: list[Line]) -> bool:
     return False
 
 
-def _scan_file(path: str) -> Scan:
+def _scan_file(path: str, engine: Engine) -> Scan:
     try:
         with open_log(path) as fh:
-            return scan(iter_chunks(fh))
+            return read_scan(fh, path, triggers=engine.triggers)
     except IsADirectoryError:
         raise InputError(f"{path} is a folder, not a log file") from None
     except PermissionError:
@@ -106,7 +121,6 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) 
         src, s = scans[0]
         return JobLookup(engine.lookup_scan(s, top=top), None, [src.path])
     import kb.job.parsers.error_file as error_file
-    import kb.job.parsers.flight_recorder as flight_recorder
     from kb.job.analyze import analyze
     from kb.job.inputs import JobInputs
 
@@ -116,12 +130,10 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) 
         ef = error_file.read(src.path)
         if ef is not None:
             efs.append((ef, src.rank, src.local))
-    dumps = [
-        d for d in (flight_recorder.load(s.path, s.rank) for s in inputs.dumps) if d is not None
-    ]
+    dumps, problems = _read_dumps(inputs)
     # One pass of the usual lookup over everything, error files' tracebacks included.
     for ef, _, _ in efs:
-        scans.append((Source(ef.path), scan_text(ef.text)))
+        scans.append((Source(ef.path), scan_text(ef.text, triggers=engine.triggers)))
     paths = [src.path for src, _ in scans]
     combined: list[Line] = []
     path_of: dict[tuple[int, str], str] = {}
@@ -141,14 +153,77 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) 
         sum(s.dropped for _, s in scans),
         any(s.binary for _, s in scans) and len(scans) == 1,
         sum(s.skimmed for _, s in scans),
+        [w for _, s in scans for w in s.warnings],
     )
     several = inputs.several
-    job = analyze(engine, tagged, error_files=efs, dumps=dumps, several=several)
+    job = analyze(engine, tagged, error_files=efs, dumps=dumps, several=several, problems=problems)
     result = engine.lookup_scan(total, top=max(top, 50) if job else top)
     if job is not None:
         _lead_with_root(result, job)
         result.matches = result.matches[:top]
-    return JobLookup(result, job, paths, path_of)
+        _root_of_root_rank(result, job, tagged)
+    return JobLookup(result, job, paths, path_of, inputs.left_out)
+
+
+def _read_dumps(inputs) -> tuple[list, list[str]]:
+    """The Flight Recorder dumps among the inputs (tarballs of them too), and every problem met
+    reading the job's files: a file that cannot be read, a dump refused and why, what was left
+    out of a folder."""
+    import kb.job.parsers.flight_recorder as flight_recorder
+    from kb.knowledge.base import gc_paused
+
+    problems = list(inputs.problems)
+    dumps = []
+    with gc_paused():  # a thousand dumps make a million small containers, none in a cycle
+        for src in inputs.dumps:
+            try:
+                d = flight_recorder.read_file(src.path, src.rank)
+            except flight_recorder.DumpError as e:
+                problems.append(str(e))
+                continue
+            if d is not None:
+                dumps.append(d)
+    for src in inputs.tarballs:
+        with gc_paused():
+            found, trouble, others = flight_recorder.read_tarball(src.path)
+        dumps += found
+        problems += trouble
+        if others:
+            problems.append(
+                f"{src.path}: {len(others)} member{'s' if len(others) != 1 else ''} that "
+                f"{'are' if len(others) != 1 else 'is'} not a Flight Recorder dump, not read "
+                f"({', '.join(o.split(':', 1)[-1] for o in others[:3])}"
+                + (" ..." if len(others) > 3 else "")
+                + ")"
+            )
+    problems += inputs.left_out_summary(quiet=_QUIET)
+    return dumps, problems
+
+
+# Files left out that need no word in the verdict (JSON lists them all, under input.left_out):
+# what is plainly not a log, and what the limit's own problem line already counts.
+_QUIET = (
+    "not a log by its name",
+    "a hidden name",
+    "kb's own record",
+    "a copy torchrun filters",
+    "JSON that is neither an error file nor a dump",
+    "over the ",
+)
+
+
+def _root_of_root_rank(result: LookupResult, job, tagged) -> None:
+    """The root failure as the root rank shows it: the inputs of a job have no common clock, so
+    the first failure of the first input says nothing; the job view's root rank does."""
+    rank = job.root.rank if job.root is not None else None
+    if rank is None:
+        return
+    from kb.diagnosis.root import find_root
+
+    lines = [ln for ln, _, r in tagged if (ln.rank if ln.rank is not None else r) == rank]
+    found = find_root(Scan(lines, 0, 0, 0, False)) if lines else None
+    if found is not None:
+        result.root = found
 
 
 def _lead_with_root(result: LookupResult, job) -> None:
@@ -158,7 +233,7 @@ def _lead_with_root(result: LookupResult, job) -> None:
         return
     ms = result.matches
     i = next((k for k, m in enumerate(ms) if m.id == root.id), None)
-    m = ms.pop(i) if i is not None else root._match
+    m = ms.pop(i) if i is not None else root.match
     if m is None:
         return
     ev = job.root_evidence()

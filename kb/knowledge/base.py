@@ -25,13 +25,38 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from kb.knowledge.data import KnowledgeData
     from kb.knowledge.signatures import Tables
+    from kb.scan.triggers import Triggers
 
 _SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.json")
+# What a cache depends on besides the entry and evidence files: the schema and kb/data's files
+# (wrapper forms, job-log wordings: kb.knowledge.data), which are cached with the entries.
+_DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+_DEPENDS = (
+    _SCHEMA,
+    os.path.join(_DATA_DIR, "wrappers.yaml"),
+    os.path.join(_DATA_DIR, "job-wordings.yaml"),
+)
 
-_CACHE_FORMAT = 11  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
+_CACHE_FORMAT = 14  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
 # 9: kb.record records, signatures' key words; 10: where they are filed, entries' details
-# pickled apart; 11: announces
+# pickled apart; 11: announces; 12: the trigger set; 13: the skim's own literals; 14: raised_in
+
+
+@record
+class ParseMemo:
+    """What each entry file parsed to, keyed by its path, local flag and content hash, kept in the
+    cache. A file edited since (or being rewritten, which changes the content hash every time
+    and makes every lookup miss the cache) is the only one parsed again: the rest, the evidence
+    records and the compiled trigger set come from the previous cache of this configuration.
+    Only valid for the same kb version, cache format and schema (`tag`)."""
+
+    tag: str
+    files: dict[tuple[str, bool], tuple[str, Entry | None, tuple[Problem, ...]]]
+    evidence_tag: str = ""
+    evidence: dict[str, list[Evidence]] = field(default_factory=dict)
+    evidence_problems: tuple[Problem, ...] = ()
 
 
 @record
@@ -45,6 +70,15 @@ class KnowledgeBase:
     # kb.knowledge.signatures.file_signatures(entries), worked out when the cache is written (None until then,
     # and for a knowledge base made in memory: the engine works them out itself).
     signature_tables: Tables | None = None
+    # The scan's trigger set (kb.knowledge.triggers.build(entries)), Hyperscan databases
+    # compiled, made when the cache is written (None until then: the engine makes it itself).
+    triggers: Triggers | None = None
+    # kb/data's wrapper forms and job-log wordings (kb.knowledge.data), read when the cache is
+    # made (None until then: readers load them themselves).
+    data: KnowledgeData | None = None
+    # What each file parsed to, by its content (see ParseMemo): the next cache is made from it
+    # with only the changed files parsed again.
+    memo: ParseMemo | None = None
 
     def __post_init__(self) -> None:
         self.by_id = {e.id: e for e in self.entries}
@@ -58,6 +92,7 @@ class KnowledgeBase:
             have = [(id(e), id(s)) for e in self.entries for s in e.signatures]
             if have != [(id(e), id(s)) for e, s in t.pairs]:
                 self.signature_tables = None
+                self.triggers = None
 
     def get(self, entry_id: str) -> Entry | None:
         return self.by_id.get(entry_id) or self.by_alias.get(entry_id)
@@ -85,29 +120,60 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _snapshot(groups: list[tuple[str, list[Path]]]) -> tuple[str, dict[Path, bytes | None]]:
-    """(content hash, the bytes hashed). The entries are then parsed from these same bytes, so a
-    file edited while kb reads it can never leave a cache whose name promises other content."""
+@record
+class _Snapshot:
+    digest: str  # of everything: the cache's name
+    data: dict[Path, bytes | None]  # the bytes hashed (None: unreadable or too large)
+    hashes: dict[Path, str]  # each file's own content hash
+    tag: str  # kb version, cache format and schema: what a parse depends on besides the file
+    evidence_tag: str  # the evidence files, all together
+
+
+def _snapshot(groups: list[tuple[str, list[Path]]]) -> _Snapshot:
+    """The content hash, and the bytes hashed. The entries are then parsed from these same
+    bytes, so a file edited while kb reads it can never leave a cache whose name promises other
+    content."""
     import hashlib  # here, not at the top: a settled knowledge base is found without it
 
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{__version__}/{_CACHE_FORMAT}".encode())
-    with open(_SCHEMA, "rb") as fh:
-        h.update(fh.read())
+    for dep in _DEPENDS:
+        try:
+            with open(dep, "rb") as fh:
+                h.update(fh.read())
+        except OSError:
+            h.update(b"<unreadable>")
+    tag = h.hexdigest()
+    ev = hashlib.blake2b(digest_size=16)
     data: dict[Path, bytes | None] = {}
-    for tag, files in groups:
+    hashes: dict[Path, str] = {}
+    for group, files in groups:
         for f in files:
-            h.update(f"\0{tag}\0{f}\0".encode())
+            h.update(f"\0{group}\0{f}\0".encode())
             try:
                 raw: bytes | None = f.read_bytes() if f.stat().st_size <= (1 << 20) else None
             except OSError:
                 raw = None
             data[f] = raw
-            h.update(raw if raw is not None else b"<unreadable or too large>")
-    return h.hexdigest(), data
+            content = raw if raw is not None else b"<unreadable or too large>"
+            h.update(content)
+            if group == "e":
+                ev.update(f"\0{f}\0".encode())
+                ev.update(content)
+            elif raw is not None:
+                hashes[f] = hashlib.blake2b(raw, digest_size=16).hexdigest()
+    return _Snapshot(h.hexdigest(), data, hashes, tag, ev.hexdigest())
 
 
 SETTLED_S = 2.0  # a file changed more recently than this may change again within one clock tick
+
+
+def _key_name(groups: list[tuple[str, list[str]]]) -> str:
+    """The key file's name: a CRC of the file list (one key file per configuration)."""
+    from zlib import crc32
+
+    names = "\n".join([*_DEPENDS, *(f for _, files in groups for f in files)])
+    return f"entries-{crc32(names.encode('utf-8', 'surrogateescape')):08x}.key"
 
 
 def _stat_key(groups: list[tuple[str, list[str]]]) -> tuple[str, str] | None:
@@ -119,11 +185,10 @@ def _stat_key(groups: list[tuple[str, list[str]]]) -> tuple[str, str] | None:
     the same). The name is a CRC of the file list (one key file per configuration); the key
     file holds the whole description, which must match to the byte, so no hash is needed."""
     import time
-    from zlib import crc32
 
     lines = [f"{__version__}/{_CACHE_FORMAT}"]
     newest = 0
-    for tag, files in [("s", [_SCHEMA]), *groups]:
+    for tag, files in [("s", list(_DEPENDS)), *groups]:
         for f in files:
             try:
                 st = os.stat(f)
@@ -133,8 +198,7 @@ def _stat_key(groups: list[tuple[str, list[str]]]) -> tuple[str, str] | None:
             lines.append(f"{tag} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {f}")
     if newest > time.time_ns() - int(SETTLED_S * 1e9):
         return None
-    names = "\n".join(line.split(" ", 5)[-1] for line in lines[1:])
-    return f"entries-{crc32(names.encode('utf-8', 'surrogateescape')):08x}.key", "\n".join(lines)
+    return _key_name(groups), "\n".join(lines)
 
 
 def _mark_used(fd: int) -> None:
@@ -195,61 +259,251 @@ def load(
     )
     local_names = paths.user_entry_folders(kb_dirs)
     ev_name = paths.evidence_folder()
-    for attempt in range(10):
-        names = [
-            ("b", entry_file_names(bundled_names)),
-            ("l", entry_file_names(local_names)),
-            ("e", evidence_file_names(ev_name)),
-        ]
-        state = paths.state_folder()
-        stat_key = _stat_key(names) if use_cache else None
-        if stat_key:
-            seen = _read_pointer(os.path.join(state, stat_key[0]), stat_key[1])
-            if seen:
-                cached = _unpickle(os.path.join(state, f"entries-{seen}.pickle"), seen)
-                if cached is not None:
-                    return cached
-        from pathlib import Path
+    import time
 
-        groups = [(tag, [Path(f) for f in files]) for tag, files in names]
-        digest, data = _snapshot(groups)
-        cache = Path(state) / f"entries-{digest}.pickle"
+    previous: ParseMemo | None = None
+    old_triggers: Triggers | None = None
+    old_data: KnowledgeData | None = None
+    looked_back = False
+    lock = None
+    give_up = time.monotonic() + SETTLED_S
+    pause = 0.02
+    try:
+        while True:
+            names = [
+                ("b", entry_file_names(bundled_names)),
+                ("l", entry_file_names(local_names)),
+                ("e", evidence_file_names(ev_name)),
+            ]
+            state = paths.state_folder()
+            stat_key = _stat_key(names) if use_cache else None
+            if stat_key:
+                seen = _read_pointer(os.path.join(state, stat_key[0]), stat_key[1])
+                if seen:
+                    cached = _unpickle(os.path.join(state, f"entries-{seen}.pickle"), seen)
+                    if cached is not None:
+                        return cached
+            from pathlib import Path
+
+            groups = [(tag, [Path(f) for f in files]) for tag, files in names]
+            snap = _snapshot(groups)
+            digest = snap.digest
+            cache = Path(state) / f"entries-{digest}.pickle"
+            if use_cache:
+                cached = _unpickle(cache, digest)
+                if cached is None and lock is None:
+                    # Another process may be making this very cache: wait for it (a while)
+                    # rather than all making it at once.
+                    lock = _BuildLock(os.path.join(state, _key_name(names)[:-4] + ".lock"))
+                    if lock.wait_for_others:
+                        cached = _unpickle(cache, digest)
+                if cached is not None:
+                    if stat_key:
+                        _write_pointer(cache.with_name(stat_key[0]), f"{digest}\n{stat_key[1]}")
+                    return cached
+                if not looked_back:
+                    found = _previous_memo(state, names, snap.tag)
+                    if found is not None:
+                        previous, old_triggers, old_data = found
+                    looked_back = True
+            # Only on a cache miss: YAML parsing and schema validation cost more than everything
+            # else, so a file whose content was parsed before is not parsed again.
+            kb, unsettled, stale = _parse(snap, bundled_names, local_names, ev_name, previous)
+            if stale:
+                return kb  # in part a file's previous version: never cached
+            if not unsettled or time.monotonic() >= give_up:
+                break
+            # A broken file that was modified just now is probably being written (an editor or
+            # a script saving in place): read it again in a moment (only it is parsed again),
+            # for up to SETTLED_S; never cache what we got.
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+        if unsettled:
+            return kb
         if use_cache:
-            cached = _unpickle(cache, digest)
-            if cached is not None:
+            from kb.knowledge.data import load_data
+            from kb.knowledge.signatures import file_signatures
+            from kb.knowledge.triggers import build as build_triggers
+
+            with gc_paused():
+                kb.signature_tables = file_signatures(kb.entries)
+                # The same tag: kb/data's files are those the previous cache read.
+                kb.data = old_data if old_data is not None else load_data()
+                triggers = build_triggers(kb.entries, kb.data.literals())
+                old = old_triggers
+                if (
+                    old is not None
+                    and old.hs
+                    and (old.literals, old.errorish) == (triggers.literals, triggers.errorish)
+                ):
+                    triggers = old  # the same set: its databases are compiled already
+                else:
+                    triggers.prepare()
+                kb.triggers = triggers
+            problem = _write_cache(cache, kb)
+            if not problem:
                 if stat_key:
                     _write_pointer(cache.with_name(stat_key[0]), f"{digest}\n{stat_key[1]}")
-                return cached
-        # Only on a cache miss: YAML parsing and schema validation cost more than everything else.
-        from kb.knowledge.evidence import load_evidence
-        from kb.knowledge.load import load_dirs
-
-        result = load_dirs([Path(b) for b in bundled_names], [Path(d) for d in local_names], data)
-        kb = KnowledgeBase(result.entries, result.problems, load_evidence(Path(ev_name)), digest)
-        if not result.unsettled:
-            break
-        # A broken file that was modified just now is probably being written (an editor or a
-        # script saving in place): read it again in a moment; never cache what we got.
-        if attempt < 9:
-            import time
-
-            time.sleep(0.02)
-    else:
+                _note_last(cache, _key_name(names)[:-4] + ".last", settled=bool(stat_key))
+            if problem:
+                kb.warnings = [
+                    f"cannot write kb's cache in {cache.parent} ({problem}); lookups still "
+                    f"work, only slower (set KB_HOME to a writable folder)"
+                ]
         return kb
-    if use_cache:
-        from kb.knowledge.signatures import file_signatures
+    finally:
+        if lock is not None:
+            lock.release()
 
-        with gc_paused():
-            kb.signature_tables = file_signatures(kb.entries)
-        problem = _write_cache(cache, kb)
-        if not problem and stat_key:
-            _write_pointer(cache.with_name(stat_key[0]), f"{digest}\n{stat_key[1]}")
-        if problem:
-            kb.warnings = [
-                f"cannot write kb's cache in {cache.parent} ({problem}); lookups still "
-                f"work, only slower (set KB_HOME to a writable folder)"
-            ]
-    return kb
+
+def _parse(
+    snap: _Snapshot,
+    bundled_names: list[str],
+    local_names: list[str],
+    ev_name: str,
+    previous: ParseMemo | None,
+) -> tuple[KnowledgeBase, bool, bool]:
+    """(the knowledge base of these bytes, whether a broken file in it was changed just now,
+    whether a file being written was read as its last good version), parsing only what the
+    previous memo does not hold."""
+    from pathlib import Path
+
+    from kb.knowledge.load import load_dirs, load_file
+
+    old = previous.files if previous is not None else {}
+    files: dict[tuple[str, bool], tuple[str, Entry | None, tuple[Problem, ...]]] = {}
+    stale: list[str] = []
+
+    def load_one(f: Path, local: bool = False, raw: bytes | None = None):
+        key = (str(f), local)
+        h = snap.hashes.get(f)
+        hit = old.get(key)
+        if hit is not None and h is not None and hit[0] == h:
+            entry, probs = hit[1], list(hit[2])
+        else:
+            entry, probs = load_file(f, local=local, raw=raw)
+            if entry is None and hit is not None and hit[1] is not None and _changed_now(f):
+                # Broken, and written just now: an editor or a script saving it in place, caught
+                # between truncating and writing. Its last good version stands in until it
+                # settles (this knowledge base is not cached, so nothing keeps it longer).
+                stale.append(str(f))
+                return hit[1], list(hit[2])
+        if h is not None:
+            files[key] = (h, entry, tuple(probs))
+        return entry, probs
+
+    result = load_dirs(
+        [Path(b) for b in bundled_names], [Path(d) for d in local_names], snap.data, load_one
+    )
+    if previous is not None and previous.evidence_tag == snap.evidence_tag:
+        records, damaged = previous.evidence, list(previous.evidence_problems)
+    else:
+        from kb.knowledge.evidence import read_evidence
+
+        records, damaged = read_evidence(Path(ev_name))
+    kb = KnowledgeBase(result.entries, [*result.problems, *damaged], records, snap.digest)
+    kb.memo = ParseMemo(snap.tag, files, snap.evidence_tag, records, tuple(damaged))
+    return kb, result.unsettled, bool(stale)
+
+
+def _changed_now(f: Path) -> bool:
+    import time
+
+    try:
+        return time.time() - f.stat().st_mtime < SETTLED_S
+    except OSError:
+        return True
+
+
+def _previous_memo(
+    state: str, names: list[tuple[str, list[str]]], tag: str
+) -> tuple[ParseMemo, Triggers | None, KnowledgeData | None] | None:
+    """The memo of the cache this configuration used last (its key file names it, whatever the
+    files' state now), when made by this kb version, cache format, schema and data files; with
+    its trigger set (reused when the literals are the same) and data."""
+    stem = os.path.join(state, _key_name(names)[:-4])
+    digest = ""
+    # This configuration's last cache, else the last one any configuration wrote here: a memo is
+    # keyed by each file's path and content, so another configuration's parses are as good.
+    for name in (stem + ".last", stem + ".key", os.path.join(state, LATEST)):
+        try:
+            with open(name, encoding="utf-8") as fh:
+                digest = fh.readline().strip()
+            if digest:
+                break
+        except (OSError, ValueError):
+            continue
+    if len(digest) != 32 or not digest.isalnum():
+        return None
+    kb = _unpickle(os.path.join(state, f"entries-{digest}.pickle"), digest)
+    if kb is None or kb.memo is None or kb.memo.tag != tag:
+        return None
+    return kb.memo, kb.triggers, kb.data
+
+
+LATEST = "entries-latest.last"
+
+
+def _note_last(cache: Path, last_name: str, settled: bool) -> None:
+    """Name the cache just written as this configuration's last (and the state folder's), for
+    the next build to start from. A cache made of files that were still changing is likely to be
+    superseded at once (a file rewritten in a loop makes a new one each time): the previous such
+    cache of this configuration is removed when a newer one replaces it, so rewrites leave one
+    behind, not one per write. Settled caches are left to the clean-up by age."""
+    digest = cache.name[len("entries-") : -len(".pickle")]
+    last = cache.with_name(last_name)
+    try:
+        before, _, how = last.read_text(encoding="utf-8").partition("\n")
+    except (OSError, ValueError):
+        before, how = "", ""
+    _write_pointer(last, f"{digest}\n{'settled' if settled else 'unsettled'}")
+    _write_pointer(cache.with_name(LATEST), digest)
+    if how.strip() == "unsettled" and before.strip() not in ("", digest):
+        with suppress(OSError):
+            cache.with_name(f"entries-{before.strip()}.pickle").unlink()
+
+
+class _BuildLock:
+    """An advisory lock per configuration in the state folder, held while one process makes the
+    cache: the others wait for it (at most BUILD_WAIT_S) and read what it wrote, instead of 200
+    processes started together each parsing every entry. Best effort: no lock where the folder
+    cannot be written or flock is not to be had; then each process builds, as before."""
+
+    def __init__(self, path: str):
+        import time
+
+        self.fd: int | None = None
+        self.wait_for_others = False
+        try:
+            import fcntl
+
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except (OSError, ImportError):
+            return
+        deadline = time.monotonic() + BUILD_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.fd = fd
+                return
+            except BlockingIOError:
+                self.wait_for_others = True
+                if time.monotonic() >= deadline:
+                    os.close(fd)  # waited long enough: build without it
+                    return
+                time.sleep(0.02)
+            except OSError:
+                os.close(fd)
+                return
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
+BUILD_WAIT_S = 10.0
 
 
 STALE_DAYS = 14  # caches of other configurations are left alone until unused this long
@@ -285,7 +539,8 @@ def _write_cache(cache: Path, kb: KnowledgeBase) -> str | None:
     # Another configuration (other KB_PATH, other checkout) may share this folder: only caches
     # nobody has used for a long time are removed.
     cutoff = time.time() - STALE_DAYS * 86400
-    for old in [*cache.parent.glob("entries-*.pickle"), *cache.parent.glob("entries-*.key")]:
+    olds = [cache.parent.glob(f"entries-*.{ext}") for ext in ("pickle", "key", "last", "lock")]
+    for old in [f for found in olds for f in found]:
         try:
             if old != cache and old.stat().st_mtime < cutoff:
                 old.unlink()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from kb.model.entry import Evidence
+from kb.model.entry import Evidence, Problem
 from kb.model.record import asdict, fields
 from kb.paths import evidence_files
 
@@ -21,21 +21,69 @@ _FIELDS = set(fields(Evidence))
 
 
 def load_evidence(root: Path) -> dict[str, list[Evidence]]:
+    """The records under root, by entry, newest first (damaged ones left out: see read_evidence)."""
+    return read_evidence(root)[0]
+
+
+def read_evidence(root: Path) -> tuple[dict[str, list[Evidence]], list[Problem]]:
+    """The records under root, by entry, newest first, and a Problem for each record that cannot
+    be read or breaks kb/knowledge/evidence.schema.json. A damaged record never stops a lookup,
+    and is never skipped in silence: lint and every command report it."""
     out: dict[str, list[Evidence]] = {}
+    problems: list[Problem] = []
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    validator = None
     for f in evidence_files(root):
         try:
             data = yaml.load(f.read_text(encoding="utf-8"), Loader=loader)
-            data = {k: v for k, v in data.items() if k in _FIELDS}
-            data["matched"] = tuple(data.get("matched") or ())
-            data["date"] = str(data.get("date", ""))
-            ev = Evidence(**data)
-        except Exception:  # a damaged record is skipped, never fatal to a lookup
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            mark = getattr(e, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else 1
+            problems.append(_problem(f, line, f"cannot be read: {_one_line(e)}"))
             continue
-        out.setdefault(ev.entry, []).append(ev)
+        if validator is None:
+            validator = _validator()
+        errors = sorted(validator.iter_errors(data), key=lambda err: list(err.path))
+        if errors:
+            first = errors[0]
+            where = ".".join(str(p) for p in first.path) or "top level"
+            problems.append(_problem(f, 1, f"{where}: {first.message}"))
+            continue
+        if data["entry"] != f.parent.name:
+            problems.append(
+                _problem(f, 1, f"entry '{data['entry']}' in the folder of '{f.parent.name}'")
+            )
+            continue
+        data = {k: v for k, v in data.items() if k in _FIELDS}
+        data["matched"] = tuple(data.get("matched") or ())
+        out.setdefault(data["entry"], []).append(Evidence(**data))
     for evs in out.values():
         evs.sort(key=lambda e: e.date, reverse=True)
-    return out
+    return out, problems
+
+
+def _validator():
+    import json
+
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent / "evidence.schema.json").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _problem(f: Path, line: int, message: str) -> Problem:
+    return Problem(
+        str(f),
+        line,
+        1,
+        "KB019",
+        f"damaged evidence record: {message}",
+        "re-run `kb verify ID --record` on that GPU, or delete the file",
+    )
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200]
 
 
 def slug(text: str) -> str:

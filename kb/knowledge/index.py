@@ -53,18 +53,66 @@ def _schema():
 STALE_S = 600  # a superseded index is removed once no lookup can still be opening it
 
 
-def _pointer(kb: KnowledgeBase) -> Path:
-    return paths.state_dir() / f"index-{kb.content_hash}.current"
+_INDEX_FORMAT = "1"
 
 
-def index_dir(kb: KnowledgeBase) -> Path | None:
-    """The live index for exactly this knowledge base, or None when there is none yet."""
+def index_key(kb: KnowledgeBase) -> str:
+    """What the index is named by: a hash of exactly the text it holds (each entry's id, title,
+    wordings, summary and causes). An edit elsewhere in an entry file (a comment, a fix, an
+    example's neighbour) changes the knowledge base's content hash but not this, so lookups
+    during the edits of a file do not each build an index of their own."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(_INDEX_FORMAT.encode())
+    for doc in _documents(kb):
+        h.update("\0".join(doc.values()).encode("utf-8", "surrogatepass") + b"\1")
+    return h.hexdigest()
+
+
+def _documents(kb: KnowledgeBase) -> list[dict[str, str]]:
+    out = []
+    for e in kb.entries:
+        causes = " ".join(f"{c.title} {c.detail}" for c in e.causes)
+        out.append(
+            {
+                "id": e.id,
+                "title": e.title,
+                "wording": wording_text(e),
+                "summary": e.summary,
+                "causes": causes,
+            }
+        )
+    return out
+
+
+def _pointer(key: str) -> Path:
+    return paths.state_dir() / f"index-{key}.current"
+
+
+_NAME = re.compile(r"index-[0-9a-f]+-[A-Za-z0-9_]+")
+
+
+def _read_name(ptr: Path) -> str | None:
+    """The index folder a pointer file names, or None when it cannot be read or holds anything
+    but one such name (a file cut short, garbled bytes, a path): read as absent, so the index is
+    built again and the pointer replaced, instead of failing every lookup after it."""
     try:
-        name = _pointer(kb).read_text(encoding="utf-8").strip()
+        raw = ptr.read_bytes()[:256]
     except OSError:
         return None
+    name = raw.decode("ascii", "replace").strip()
+    return name if _NAME.fullmatch(name) else None
+
+
+def index_dir(kb: KnowledgeBase, key: str | None = None) -> Path | None:
+    """The live index for exactly this knowledge base, or None when there is none yet."""
+    key = key or index_key(kb)
+    name = _read_name(_pointer(key))
+    if name is None or not name.startswith(f"index-{key}-"):
+        return None
     d = paths.state_dir() / name
-    return d if name.startswith(f"index-{kb.content_hash}-") and d.is_dir() else None
+    return d if d.is_dir() else None
 
 
 def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
@@ -76,23 +124,72 @@ def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
     of other configurations sharing KB_HOME are never touched while in use. Raises OSError when
     the state folder cannot be written.
     """
-    live = index_dir(kb)
+    key = index_key(kb)
+    live = index_dir(kb, key)
     if live is not None and not force:
         return live, False
     root = paths.state_dir()
     root.mkdir(parents=True, exist_ok=True)
-    new = Path(tempfile.mkdtemp(dir=root, prefix=f"index-{kb.content_hash}-"))
-    try:
-        build(kb, new)
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".pointer-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(new.name)
-        os.replace(tmp, _pointer(kb))
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
+    with _BuildLock(root / f".index-{key}.lock") as waited:
+        if waited and not force:
+            live = index_dir(kb, key)  # built by the process we waited for
+            if live is not None:
+                return live, False
+        new = Path(tempfile.mkdtemp(dir=root, prefix=f"index-{key}-"))
+        try:
+            build(kb, new)
+            fd, tmp = tempfile.mkstemp(dir=root, prefix=".pointer-")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(new.name)
+            os.replace(tmp, _pointer(key))
+        except BaseException:
+            shutil.rmtree(new, ignore_errors=True)
+            raise
     _collect(root)
     return new, True
+
+
+BUILD_WAIT_S = 30.0
+
+
+class _BuildLock:
+    """An advisory lock per index while one process builds it: lookups started together after
+    an edit wait for that one build (at most BUILD_WAIT_S) instead of each building the same
+    index. `with` gives whether another process held it. Best effort: without flock, or where
+    the lock cannot be made, no lock."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+
+    def __enter__(self) -> bool:
+        try:
+            import fcntl
+
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except (OSError, ImportError):
+            return False
+        waited = False
+        deadline = time.monotonic() + BUILD_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.fd = fd
+                return waited
+            except BlockingIOError:
+                waited = True
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return waited
+                time.sleep(0.02)
+            except OSError:
+                os.close(fd)
+                return waited
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def _collect(root: Path) -> None:
@@ -107,13 +204,21 @@ def _collect(root: Path) -> None:
             if now - ptr.stat().st_mtime > STALE_DAYS * 86400:
                 ptr.unlink()
                 continue
-            live.add(ptr.read_text(encoding="utf-8").strip())
         except OSError:
             continue
+        name = _read_name(ptr)
+        if name is not None:
+            live.add(name)
     for d in root.glob("index-*"):
         try:
             if d.is_dir() and d.name not in live and now - d.stat().st_mtime > STALE_S:
                 shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            continue
+    for lock in root.glob(".index-*.lock"):  # a lock is only held during a build
+        try:
+            if now - lock.stat().st_mtime > STALE_DAYS * 86400:
+                lock.unlink()
         except OSError:
             continue
 
@@ -131,11 +236,8 @@ def build(kb: KnowledgeBase, where: Path) -> None:
 
 def _fill(kb: KnowledgeBase, ix) -> None:
     w = ix.writer()
-    for e in kb.entries:
-        causes = " ".join(f"{c.title} {c.detail}" for c in e.causes)
-        w.add_document(
-            id=e.id, title=e.title, wording=wording_text(e), summary=e.summary, causes=causes
-        )
+    for doc in _documents(kb):
+        w.add_document(**doc)
     w.commit()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import yaml
@@ -71,9 +71,20 @@ CHECKS = {
     "KB016": "signature is not exercised by any match example",
     "KB017": "no_match example belongs to an entry that does not exist",
     "KB018": "signature is prone to catastrophic backtracking",
+    "KB019": "signature uses the deprecated weight (read as a level)",
+    "KB020": "two entries match one example at the same level on the same line",
+    "KB021": "YAML anchors and aliases are not allowed in an entry",
 }
 
 _SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+def level_of_weight(weight: float) -> str:
+    """The level an old entry's `weight` stands for (weight is deprecated: lint says so). A
+    weight of 1 or more was a wording of its own (high); below 1 one that other classes share
+    (medium); below 0.5 a weak hint (low)."""
+    w = float(weight)
+    return "high" if w >= 1.0 else "medium" if w >= 0.5 else "low"
 
 
 @record
@@ -113,6 +124,38 @@ def _locate(node: yaml.Node | None, path: Iterable[Any]) -> tuple[int, int]:
             break
         best = nxt
     return best.start_mark.line + 1, best.start_mark.column + 1
+
+
+def _shares_nodes(root: yaml.Node) -> bool:
+    """Whether a node is reached twice: only an alias (*name) makes that, and aliases nested
+    over a few levels (a "billion laughs" file) expand to more values than memory holds once
+    the document is built and walked. Seen on the node graph, before anything is built: one
+    step per node written in the file."""
+    seen: set[int] = set()
+    stack: list[yaml.Node] = [root]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            return True
+        seen.add(id(n))
+        if isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                stack.append(k)
+                stack.append(v)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
+    return False
+
+
+def _first_alias(text: str) -> tuple[int, int]:
+    """Line and column of the first alias in the text (events only: nothing expanded)."""
+    try:
+        for ev in yaml.parse(text, Loader=_Loader):
+            if isinstance(ev, yaml.AliasEvent) and ev.start_mark is not None:
+                return ev.start_mark.line + 1, ev.start_mark.column + 1
+    except yaml.YAMLError:
+        pass
+    return 1, 1
 
 
 def _schema_message(err) -> str:
@@ -163,6 +206,18 @@ def load_file(
         loader = _Loader(text)
         try:
             node = loader.get_single_node()
+            if node is not None and _shares_nodes(node):
+                line, col = _first_alias(text)
+                return None, [
+                    problem(
+                        "KB021",
+                        "YAML alias (*name) found: entries do not use anchors and aliases",
+                        line,
+                        col,
+                        hint="write each value out in full; an alias can make a few lines "
+                        "expand to billions of values",
+                    )
+                ]
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
@@ -263,6 +318,19 @@ def load_file(
                     "in a local entry it is stopped after a time limit",
                 )
             )
+        if "weight" in s:
+            wline, wcol = _locate(node, ["signatures", i, "weight"])
+            lv = s.get("level") or level_of_weight(s["weight"])
+            problems.append(
+                problem(
+                    "KB019",
+                    f"signature '{s['id']}': weight is deprecated; {s['weight']} is read as "
+                    f"level {lv}",
+                    wline,
+                    wcol,
+                    hint=f"write 'level: {lv}' (high, medium or low) instead of weight",
+                )
+            )
         caseless = bool(s.get("ignore_case", False))
         literal = required_literal(s["pattern"], caseless)
         words = tuple(key_words(literal))
@@ -272,7 +340,7 @@ def load_file(
                 id=s["id"],
                 pattern=s["pattern"],
                 ignore_case=caseless,
-                weight=float(s.get("weight", 1.0)),
+                level=s.get("level") or level_of_weight(s.get("weight", 1.0)),
                 era=s.get("era", ""),
                 versions=dict(s.get("versions", {})),
                 literal=literal,
@@ -283,6 +351,9 @@ def load_file(
                 any_of=any_of,
                 words=words,
                 any_words=tuple(tuple(key_words(a)) for a in any_of),
+                consequence=s.get("consequence", ""),
+                diagnosis=s.get("diagnosis", ""),
+                raised_in=s.get("raised_in", ""),
             )
         )
 
@@ -356,6 +427,7 @@ def load_file(
         generic=bool(data.get("generic", False)),
         domain=data.get("domain", "unknown"),
         action=data.get("action", "unknown"),
+        consequence=data.get("consequence", ""),
         fix_check=fix_check,
         not_reproducible=tuple(
             NotReproducible(n["signature"], n["reason"]) for n in data.get("not_reproducible", [])
@@ -366,14 +438,96 @@ def load_file(
     return entry, problems
 
 
+_DATA_VALIDATORS: dict[str, Any] = {}
+
+
+def load_data_file(path: Path, schema: str) -> tuple[dict | None, list[Problem]]:
+    """Load one data file of kb/data (wrapper forms, job-log wordings) as entries are loaded:
+    the same YAML reader, its schema (kb/knowledge/<schema>), and every `pattern` compiled, each
+    problem naming the file, line and column. Returns (the data, or None when it cannot be
+    used; problems)."""
+    p = str(path)
+
+    def problem(code: str, msg: str, where: list | None = None, hint: str = "") -> Problem:
+        line, col = _locate(node, where or [])
+        return Problem(p, line, col, code, msg, hint)
+
+    node = None
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return None, [problem("KB001", f"cannot read: {e}")]
+    try:
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        return None, [Problem(p, line, col, "KB002", f"invalid YAML: {getattr(e, 'problem', e)}")]
+    if not isinstance(data, dict):
+        return None, [problem("KB003", "top level is not a mapping of fields")]
+    validator = _DATA_VALIDATORS.get(schema)
+    if validator is None:
+        import jsonschema
+
+        doc = json.loads(_SCHEMA_PATH.with_name(schema).read_text(encoding="utf-8"))
+        validator = _DATA_VALIDATORS[schema] = jsonschema.Draft202012Validator(doc)
+    problems = [
+        problem(
+            "KB004",
+            _schema_message(err),
+            list(err.absolute_path),
+            hint=f"see kb/knowledge/{schema} for the fields this file holds",
+        )
+        for err in sorted(
+            validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))
+        )
+    ]
+    if problems:
+        return None, problems
+    for where, pattern in _patterns(data, []):
+        try:
+            rx = re.compile(pattern, re.IGNORECASE)
+        except re.error as e:
+            problems.append(problem("KB007", f"pattern does not compile: {e}", where))
+            continue
+        if rx.search("") is not None:
+            problems.append(problem("KB008", "pattern matches the empty string", where))
+        risk = backtracking_risk(pattern)
+        if risk:
+            problems.append(problem("KB018", f"pattern: {risk}", where))
+    return (None if problems else data), problems
+
+
+def _patterns(data: Any, where: list) -> Iterable[tuple[list, str]]:
+    """(JSON path, regex) of every `pattern` field in a data file."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            if k == "pattern" and isinstance(v, str):
+                yield [*where, k], v
+            else:
+                yield from _patterns(v, [*where, k])
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            yield from _patterns(v, [*where, i])
+
+
 def load_dirs(
     bundled: Iterable[Path],
     local: Iterable[Path] = (),
     data: dict[Path, bytes | None] | None = None,
+    load_one: Callable[..., tuple[Entry | None, list[Problem]]] | None = None,
 ) -> LoadResult:
     """Load every entry file; `data` holds the bytes already read (knowledge.load hashes and
-    parses the same bytes)."""
+    parses the same bytes). `load_one` stands in for load_file (same arguments): the cache's
+    memo of files parsed before (kb.knowledge.base)."""
     import time
+
+    load_one = load_one or load_file
 
     entries: list[Entry] = []
     problems: list[Problem] = []
@@ -381,7 +535,7 @@ def load_dirs(
     unsettled = False
     for files, is_local in ((entry_files(bundled), False), (entry_files(local), True)):
         for f in files:
-            entry, probs = load_file(f, local=is_local, raw=(data or {}).get(f))
+            entry, probs = load_one(f, local=is_local, raw=(data or {}).get(f))
             if entry is None:
                 try:
                     unsettled |= time.time() - f.stat().st_mtime < 2.0

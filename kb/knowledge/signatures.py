@@ -56,6 +56,7 @@ class Hit:
     captures: dict[str, str]
     count: int = 1
     partial: bool = False  # cut-off line or caseless retyping: a lower-confidence hit
+    source: str = "signature"  # or "code": a CUDA code the line states, its owner's hit
 
 
 @record(frozen=True)

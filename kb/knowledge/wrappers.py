@@ -3,7 +3,9 @@ JAX/XLA, TensorRT, TransformerEngine, NCCL, cuda-gdb, compute-sanitizer or a cus
 
 Each wrapper puts the CUDA error's text, name or number in its own frame. Reading the frame
 tells which part is the error; the code table (kb/data/cuda_codes.json) then says which code it
-is, and the entry that owns the code answers. The wrapper itself is kept as a fact.
+is, and the entry that owns the code answers. The wrapper itself is kept as a fact. The frames,
+names, cuda-gdb's and compute-sanitizer's forms are data (kb/data/wrappers.yaml, read with the
+entries: kb.knowledge.data); this module only reads lines with them.
 
 A message text is only read inside a frame that says CUDA (or HIP): "invalid argument" alone is
 every other OSError. A text cut off at the end of a line (an excerpt, a paste) still counts when
@@ -18,6 +20,10 @@ from functools import lru_cache
 import kb.knowledge.cuda_codes as cuda_codes
 from kb.model.record import record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from kb.knowledge.data import WrapperForms
+
 
 @record(frozen=True)
 class Sighting:
@@ -29,85 +35,40 @@ class Sighting:
     partial: bool = False
 
 
-# (wrapper, cheap substring that must be in the line (lowercased), frame). Frames capture `text`
-# (the error's message text), `name` (cudaError*/CUDA_ERROR_*/hipError*) or `num` + `text`.
-_FRAMES: tuple[tuple[str, str, str], ...] = (
-    ("triton", "triton error [cuda]", r"triton error \[cuda\]:\s*(?P<text>[^\n]+)"),
-    ("hip", "hip error", r"\bhip error:\s*(?P<text>[^\n]+)"),
-    ("cuda-warning", "cuda warning", r"\bcuda warning:\s*(?P<text>[^\n(]+)"),
-    ("extension", "cuda error (", r"\bcuda error \((?P<where>[^()\s]+:\d+)\):\s*(?P<text>[^\n]+)"),
-    ("driver-number", "curesult", r"\bcuresult(?: error)?:?\s*(?P<num>\d+)\s*\((?P<text>[^)\n]+)"),
-    ("tensorrt", "cuda runtime (", r"\bcuda runtime \((?P<text>[^)\n]+)\)"),
-    ("nccl", "cuda failure", r"\bcuda failure (?:\d+ )?'(?P<text>[^'\n]+)'"),
-    ("gpuassert", "gpuassert", r"\bgpuassert:\s*(?P<text>[^\n]+)"),
-    ("kernel-failed", "cuda kernel failed", r"\bcuda kernel failed\s*:\s*(?P<text>[^\n]+)"),
-    # A CUDA call "failed with error <text>" / a launch that "failed: <text>" (tiny-cuda-nn,
-    # ComfyUI, many extensions).
-    ("call-failed", "failed", r"\bfailed with error:?\s*(?P<text>[^\n]+)"),
-    # A driver or runtime call named, then its error text: PyCUDA "cuInit failed: unknown error",
-    # MXNet and C++ checks "cudaMalloc failed: out of memory".
-    ("api-call-failed", "failed:", r"\b(?-i:cu(?:da)?[A-Z]\w*) failed:\s*(?P<text>[^\n]+)"),
-    # numba: "CudaAPIError: [716] Call to cuMemcpyDtoH results in UNKNOWN_CUDA_ERROR" (the
-    # bracket holds the driver's CUresult; its name is printed only when numba knows it).
-    ("numba", "cudaapierror", r"\bcudaapierror:\s*\[(?P<num>\d+)\]"),
-    ("launch-failed", "launch failed", r"\bcuda kernel launch failed:\s*(?P<text>[^\n]+)"),
-    # PyTorch's own "CUDA error: text", any case, and the many "CUDA Error: text" /
-    # "cuda runtime error: text" / "CUDA runtime error in <call>: text" of libraries and
-    # extensions: the text follows one of the colons after the head (see _after_colons).
-    ("cuda", "cuda", r"\bcuda(?: runtime| driver| rt)? (?:error|failure)\b(?P<rest>[^\n]*)"),
-)
-_COMPILED: list[tuple[str, str, re.Pattern]] = []
+class _Compiled:
+    """A WrapperForms' regexes, compiled on first use."""
 
-_NAME = re.compile(r"\b(cudaError[A-Z]\w+|CUDA_ERROR_[A-Z_]+|hipError[A-Z]\w+)\b")
-# cuda-gdb: "CUDA Exception: Warp Illegal Address" / "CUDA_EXCEPTION_14, Warp Illegal Address".
-_GDB = re.compile(r"CUDA_EXCEPTION_(?P<n>\d+)|CUDA Exception:\s*(?P<desc>[A-Za-z -]+)")
-_GDB_CODES = {  # cuda-gdb exception -> the runtime error the program sees
-    1: 700,
-    2: 714,
-    3: 714,
-    4: 715,
-    5: 700,
-    6: 716,
-    7: 717,
-    8: 718,
-    9: 714,
-    10: 700,
-    11: 700,
-    12: 710,
-    14: 700,
-    15: 700,
-    17: 700,
-    18: 700,
-}
-_GDB_WORDS = (
-    ("illegal instruction", 715),
-    ("misaligned", 716),
-    ("assert", 710),
-    ("invalid pc", 718),
-    ("address space", 717),
-    ("stack overflow", 714),
-    ("illegal address", 700),
-    ("out-of-range", 700),
-    ("out of range", 700),
-)
-# compute-sanitizer memcheck: "========= Invalid __global__ read of size 4 bytes".
-_SANITIZER = re.compile(r"^=+\s+Invalid __(?:global|shared|local)__ (?:read|write|atomic)")
-# HIP names that differ from the CUDA name of the same error.
-_HIP_ALIASES = {
-    "hipErrorOutOfMemory": "cudaErrorMemoryAllocation",
-    "hipErrorNoBinaryForGpu": "cudaErrorNoKernelImageForDevice",
-    "hipErrorNotInitialized": "cudaErrorInitializationError",
-    "hipErrorInvalidDeviceFunction": "cudaErrorInvalidDeviceFunction",
-    "hipErrorInvalidImage": "cudaErrorInvalidKernelImage",
-    "hipErrorInvalidHandle": "cudaErrorInvalidResourceHandle",
-}
+    def __init__(self, forms: WrapperForms):
+        self.forms = forms
+        self.frames = [
+            (f.wrapper, f.key, re.compile(f.pattern, re.IGNORECASE)) for f in forms.frames
+        ]
+        self.name = re.compile(forms.name_pattern)
+        self.gdb = re.compile(forms.gdb_pattern)
+        self.sanitizer = re.compile(forms.sanitizer_pattern)
+        # A line holding none of these is read by no frame (each key holds one of them): most
+        # lines of a log are passed over with a few `in` tests.
+        keys = {f.key for f in forms.frames}
+        self.gate = tuple(k for k in keys if not any(o != k and o in k for o in keys))
+
+
+_COMPILED: dict[int, _Compiled] = {}  # id(forms) -> its regexes (the entry holds the forms alive)
+
+
+def _compiled(forms: WrapperForms | None) -> _Compiled | None:
+    if forms is None:
+        from kb.knowledge.data import bundled
+
+        forms = bundled().wrappers
+        if forms is None:  # kb/data/wrappers.yaml is broken: kb lint says how
+            return None
+    c = _COMPILED.get(id(forms))
+    if c is None or c.forms is not forms:
+        c = _COMPILED[id(forms)] = _Compiled(forms)
+    return c
+
+
 CUT_MIN = 14  # characters of a cut-off text needed before it can name one code
-
-
-def _frames() -> list[tuple[str, str, re.Pattern]]:
-    if not _COMPILED:
-        _COMPILED.extend((w, key, re.compile(rx, re.IGNORECASE)) for w, key, rx in _FRAMES)
-    return _COMPILED
 
 
 @lru_cache(maxsize=1)
@@ -140,40 +101,44 @@ def code_for_text(text: str) -> tuple[cuda_codes.CodeInfo, bool] | None:
     return None
 
 
-def _by_name(name: str) -> cuda_codes.CodeInfo | None:
+def _by_name(name: str, aliases: dict[str, str]) -> cuda_codes.CodeInfo | None:
     if name.startswith("hipError"):
-        name = _HIP_ALIASES.get(name, "cudaError" + name[len("hipError") :])
+        name = aliases.get(name, "cudaError" + name[len("hipError") :])
     return cuda_codes.by_name(name)
 
 
-def sightings(line: str) -> list[Sighting]:
-    """Every CUDA error this line states, with the wrapper that printed it."""
+def sightings(line: str, forms: WrapperForms | None = None) -> list[Sighting]:
+    """Every CUDA error this line states, with the wrapper that printed it. `forms`: the
+    knowledge base's (kb/data/wrappers.yaml), by default the bundled ones."""
+    c = _compiled(forms)
+    if c is None:
+        return []
+    f = c.forms
     low = line.lower()
     out: list[Sighting] = []
-    if "cudaerror" in low or "cuda_error_" in low or "hiperror" in low:
-        for name in _NAME.findall(line):
-            info = _by_name(name)
+    if _holds(low, f.name_keys):
+        for name in c.name.findall(line):
+            info = _by_name(name, f.hip_aliases)
             if info:
                 wrapper = "hip" if name.startswith("hip") else "name"
                 out.append(Sighting(info.api, info.value, info.name, info.text, wrapper))
         if out:
             return out
-    if "cuda_exception" in low or "cuda exception" in low:
-        m = _GDB.search(line)
+    if _holds(low, f.gdb_keys):
+        m = c.gdb.search(line)
         if m:
-            value = _GDB_CODES.get(int(m.group("n"))) if m.group("n") else None
+            value = f.gdb_codes.get(int(m.group("n"))) if m.group("n") else None
             desc = (m.group("desc") or line[m.end() :]).lower()
             if value is None or m.group("n") is None:
-                value = next((v for w, v in _GDB_WORDS if w in desc), value)
+                value = next((v for w, v in f.gdb_words if w in desc), value)
             info = cuda_codes.get("runtime", value) if value is not None else None
             if info:
                 return [Sighting("runtime", info.value, info.name, info.text, "cuda-gdb")]
-    if "invalid __" in low and _SANITIZER.search(line):
-        info = cuda_codes.get("runtime", 700)
+    if f.sanitizer_key in low and c.sanitizer.search(line):
+        info = cuda_codes.get("runtime", f.sanitizer_code)
         if info:
-            return [Sighting("runtime", 700, info.name, info.text, "compute-sanitizer")]
-    framed = any(k in low for k in ("cuda", "hip", "gpuassert", "failed", "curesult"))
-    for wrapper, key, rx in _frames() if framed else ():
+            return [Sighting("runtime", info.value, info.name, info.text, "compute-sanitizer")]
+    for wrapper, key, rx in c.frames if _holds(low, c.gate) else ():
         if key not in low:
             continue
         m = rx.search(line)
@@ -196,6 +161,10 @@ def sightings(line: str) -> list[Sighting]:
         if bare:
             out.append(Sighting(bare.api, bare.value, bare.name, bare.text, "bare"))
     return out
+
+
+def _holds(low: str, keys: tuple[str, ...]) -> bool:
+    return any(k in low for k in keys)
 
 
 def _after_colons(rest: str) -> tuple[cuda_codes.CodeInfo, bool] | None:

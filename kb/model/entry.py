@@ -22,7 +22,9 @@ class Signature:
     id: str
     pattern: str
     ignore_case: bool = False
-    weight: float = 1.0
+    # How sure a hit of this wording is: high | medium (a wording other classes share) | low (a
+    # weak hint). Matches are ordered by it first (docs/ordering.md).
+    level: str = "high"
     era: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     # The longest literal every match must contain (lowercased when ignore_case): lines without it
@@ -44,6 +46,15 @@ class Signature:
     # cold start. Left empty by code that makes a Signature itself; the index works them out then.
     words: tuple[str, ...] = ()
     any_words: tuple[tuple[str, ...], ...] = ()
+    # What this wording shows of a job (kb.job.consequences): a rank that prints it failed because
+    # another one did ("timeout", "sigterm"...); "" when the entry's own `consequence` holds.
+    consequence: str = ""
+    # The diagnosis that reads this wording's captures (kb.diagnosis.diagnose.DIAGNOSES), or "".
+    diagnosis: str = ""
+    # "package": the wording names this entry only where the log's traceback shows it raised
+    # inside an installed package (a library boundary), not in the user's own code or with no
+    # traceback at all (kb.diagnosis.catalog_match applies it to the root failure's line).
+    raised_in: str = ""
 
 
 @record(frozen=True)
@@ -166,6 +177,9 @@ class Entry:
     generic: bool = False  # a language/platform class: answers only where no specific entry does
     domain: str = "unknown"  # user-code / environment / infrastructure / unknown (fleet triage)
     action: str = "unknown"  # fix-code / fix-environment / restart / drain-node / unknown
+    # Every wording of the entry shows a job's consequence (kb.job.consequences), e.g. "timeout":
+    # a rank that prints it waited for another one. A signature's own `consequence` wins.
+    consequence: str = ""
 
     def signature(self, sig_id: str) -> Signature | None:
         for s in self.signatures:

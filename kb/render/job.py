@@ -1,12 +1,18 @@
-"""The job view for people (text, led by the root rank), machines (JSON, JSON Lines) and CI
-(GitHub Actions annotations). Single-process output is kb.report's; this adds the job on top."""
+"""The job view for people (text, led by the root ranks), machines (JSON, JSON Lines) and CI
+(GitHub Actions annotations). Single-process output is kb.report's; this adds the job on top.
+
+A job whose root has an entry of its own leads with that entry (its causes and first fix). A
+root with none (a rank that stalled, stopped short, ran a mismatched collective) leads with what
+it was doing, from its Flight Recorder dump; the waiting ranks' entries follow as what they are,
+consequences, never as the answer.
+"""
 
 from __future__ import annotations
 
 import json
 
-from kb.job.analyze import JobView, RankVerdict
 from kb.job.lookup import JobLookup, display_path
+from kb.job.view import JobKind, JobView, Part, RankVerdict, Role
 from kb.knowledge.base import KnowledgeBase
 from kb.render.report import match_dict, result_dict, result_markdown, result_text
 from kb.render.style import Style
@@ -14,6 +20,16 @@ from kb.render.style import Style
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
     from typing import Any
+
+# How a root with no entry of its own is named, by why it is a root.
+_KIND_WORDS = {
+    "stalled": "stalled",
+    "stopped-short": "stopped short",
+    "stuck": "stuck in a collective",
+    "mismatch": "collective mismatch",
+    "missing": "left no dump",
+    "straggler": "straggler",
+}
 
 
 def lookup_dict(jl: JobLookup) -> dict[str, Any]:
@@ -26,23 +42,41 @@ def lookup_dict(jl: JobLookup) -> dict[str, Any]:
         job = jl.job.to_dict()
         for r in job["ranks"]:
             r["path"] = display_path(r["path"])
+            if "surfaced_as" in r:
+                r["surfaced_as"]["path"] = display_path(r["surfaced_as"]["path"])
         if job["root"]:
             job["root"]["path"] = display_path(job["root"]["path"])
         d["job"] = job
         d["input"]["files"] = [display_path(p) for p in jl.paths]
+        if jl.left_out:
+            d["input"]["left_out"] = [
+                {"path": display_path(p), "why": why} for p, why in jl.left_out
+            ]
     return d
 
 
+def _what(v: RankVerdict, job: JobView) -> str:
+    """A rank's verdict in a word or two: its entry, else why it is a root, else its cause."""
+    if v.role == Role.ROOT and v.id is None and v.root_kind is not None:
+        return _KIND_WORDS.get(str(v.root_kind), str(v.root_kind))
+    if v.role == Role.ROOT and job.kind == JobKind.DESYNC and v.id is None:
+        return "straggler"  # its class is the others' timeout; it is the one they waited for
+    if v.part == Part.WAITED:
+        return "waited"
+    return v.id or v.cause
+
+
 def job_lines(job: JobView, st: Style) -> list[str]:
-    """The job's verdict in a few lines: the root first, then every rank's part in it."""
+    """The job's verdict in a few lines: every root first, then every rank's part in it."""
     out = []
     root = job.root
     if root is not None:
         head = f"root cause: {_who(root)}"
-        if (
-            root.id and job.kind != "desync"
-        ):  # a desync's id is the victims' timeout, not the root's
+        if root.id:
             head += f"  {st.bold(root.id)}"
+        others = [r for r in job.roots if r.rank != root.rank or r.host != root.host]
+        if others:
+            head += f"; roots too: {', '.join(_who_rank(r.rank, r.host) for r in others)}"
         out.append(st.bold("job") + f"  {head}")
         out.append("  " + _wrap_plain(job.summary))
     else:
@@ -50,21 +84,22 @@ def job_lines(job: JobView, st: Style) -> list[str]:
     rows = _rows(job)
     width = max([len(w) for w, _ in rows] + [6])
     for who, v in rows:
-        role = {"root": st.red, "consequence": st.dim}.get(v.role, st.yellow)(f"{v.role:11}")
-        what = v.id or v.cause
-        if v.role == "root" and job.kind == "desync":
-            what = "straggler"  # its class is the others' timeout; it is the one they waited for
-        line = f"  {who:{width}}  {role} {what:30} {v.reason}"
+        role = {"root": st.red, "consequence": st.dim}.get(str(v.role), st.yellow)(f"{v.role:11}")
+        line = f"  {who:{width}}  {role} {_what(v, job):30} {v.reason}"
         out.append(line.rstrip())
-        ev = job.evidence if (v is job.root and job.evidence is not None) else v
-        if ev.line and v.role == "root":
+        ev = _evidence(job, v)
+        pad = f"  {'':{width}}  {'':11} "
+        if ev.line and v.role == Role.ROOT:
             where = display_path(ev.path) or ""
             loc = f"{where}:{ev.line_number}" if where and ev.line_number else where
             if ev is not v:
                 loc = f"{_who(ev)}, {loc}"
-            out.append(
-                f"  {'':{width}}  {'':11} " + st.dim(f"{loc}  " if loc else "") + ev.line[:240]
-            )
+            out.append(pad + st.dim(f"{loc}  " if loc else "") + ev.line[:240])
+        if v.surfaced_as is not None and v.role == Role.ROOT:
+            s = v.surfaced_as
+            where = display_path(s.path) or ""
+            loc = f"{where}:{s.line_number}  " if where and s.line_number else ""
+            out.append(pad + st.dim(f"surfaced as {s.what}: {loc}") + s.line[:200])
     if job.desync and job.desync.detail:
         out.append("  " + job.desync.detail)
     if job.torchrun and job.torchrun.root is not None:
@@ -77,7 +112,25 @@ def job_lines(job: JobView, st: Style) -> list[str]:
         )
     for n in job.notes:
         out.append(st.dim("  " + _wrap_plain(n)))
+    for p in job.problems:
+        out.append(st.yellow("  not read: ") + _wrap_plain(p))
     return out
+
+
+def _evidence(job: JobView, v: RankVerdict) -> RankVerdict:
+    """The line that shows a rank's part: its own, or for a root that failed of nothing of its
+    own (a straggler), the line of a rank that waited for it in the same collective."""
+    if v is job.root and job.evidence is not None:
+        return job.evidence
+    if v.role == Role.ROOT and not v.failed_of_its_own and v.collective:
+        for w in job.ranks:
+            if (
+                w.role != Role.ROOT
+                and w.line
+                and (w.group, w.collective) == (v.group, v.collective)
+            ):
+                return w
+    return v
 
 
 def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:
@@ -86,16 +139,23 @@ def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:
     rows: list[tuple[str, RankVerdict]] = []
     groups: dict[tuple, list[RankVerdict]] = {}
     for v in job.ranks:
-        if v.role == "root" or v.rank is None:
+        if v.role == Role.ROOT or v.rank is None:
             rows.append((_who(v), v))
         else:
-            groups.setdefault((v.role, v.id or v.cause, v.reason), []).append(v)
+            groups.setdefault((str(v.role), v.id or v.cause, v.reason), []).append(v)
     for vs in groups.values():
         ranked = [v.rank for v in vs if v.rank is not None]  # grouped ranks all have one
         name = _who(vs[0]) if len(vs) == 1 else "ranks " + _ranges(ranked)
         rows.append((name, vs[0]))
     order = {"root": 0, "unknown": 1, "consequence": 2}
-    rows.sort(key=lambda r: (order.get(r[1].role, 3), r[1].rank if r[1].rank is not None else -1))
+    primary = job.root
+    rows.sort(
+        key=lambda r: (
+            r[1] is not primary,
+            order.get(str(r[1].role), 3),
+            r[1].rank if r[1].rank is not None else -1,
+        )
+    )
     return rows
 
 
@@ -115,16 +175,87 @@ def _wrap_plain(s: str) -> str:
 
 
 def _who(v: RankVerdict) -> str:
-    if v.rank is not None:
-        return f"rank {v.rank}"
-    return f"host {v.host}" if v.host else "launcher"
+    return _who_rank(v.rank, v.host)
+
+
+def _who_rank(rank: int | None, host: str | None) -> str:
+    if rank is not None:
+        return f"rank {rank}"
+    return f"host {host}" if host else "launcher"
+
+
+def _leads_with_entry(job: JobView) -> bool:
+    """Whether the job's text leads with an entry's detail: only when that entry is the root's.
+    A root with none (a straggler) must not lead with the entry of a rank that waited for it."""
+    return job.root is None or job.root.id is not None
 
 
 def lookup_text(jl: JobLookup, kb: KnowledgeBase, st: Style) -> str:
-    body = result_text(jl.result, kb, st)
-    if jl.job is None:
-        return body
-    return "\n".join(job_lines(jl.job, st)) + "\n\n" + body
+    job = jl.job
+    if job is None:
+        return result_text(jl.result, kb, st)
+    head = "\n".join(job_lines(job, st)) + "\n\n"
+    if _leads_with_entry(job):
+        return head + result_text(jl.result, kb, st)
+    return head + "\n".join(_straggler_text(jl, st)) + "\n"
+
+
+def _straggler_text(jl: JobLookup, st: Style) -> list[str]:
+    """For roots with no entry of their own: what each was last doing (its dump's last
+    collective and the code that called it), then the waiting ranks' entries, as consequences."""
+    job = jl.job
+    assert job is not None
+    out: list[str] = []
+    dumps = {d.rank: d for d in job.dumps if d.rank is not None}
+    for r in job.roots:
+        if r.entry is not None:
+            continue
+        d = dumps.get(r.rank)
+        if d is None or not d.entries:
+            continue
+        last = max(d.entries, key=lambda e: (e.created_ns, e.seq))
+        frames = [f for f in last.frame_list() if "/torch/" not in f.filename.replace("\\", "/")][
+            :4
+        ]
+        out.append(
+            st.bold(f"What {_who_rank(r.rank, r.host)} was last doing")
+            + " (its Flight Recorder dump)"
+        )
+        out.append(
+            f"  its last collective: #{last.seq} ({last.op}) of group {last.pg}"
+            + (f" ({last.pg_desc})" if last.pg_desc and last.pg_desc != last.pg else "")
+            + f", {last.state}"
+        )
+        for f in frames:
+            out.append("    " + st.cyan(str(f)))
+        out.append(
+            st.dim(
+                "  the code above is where it last called a collective; `py-spy dump --pid` on a "
+                "rank that still hangs shows where it is now"
+            )
+        )
+        out.append("")
+    ms = jl.result.matches
+    if ms:
+        out.append(
+            st.bold("Entries the other ranks and the launcher matched")
+            + " (not the root's own failure)"
+        )
+        for m in ms:
+            where = display_path(jl.path_for(m.line_number, m.line)) or ""
+            where = f"{where}:{m.line_number}" if where else f"line {m.line_number}"
+            rank = _rank_of_line(job, m.line)
+            who = f"rank {rank}, " if rank is not None else ""
+            out.append(f"  {m.id:34} {who}{where}")
+        out.append(st.dim(f"  kb show {ms[0].id}  for that entry's causes and fixes"))
+    return out
+
+
+def _rank_of_line(job: JobView, line: str) -> int | None:
+    for v in job.ranks:
+        if v.line == line:
+            return v.rank
+    return None
 
 
 def lookup_markdown(jl: JobLookup, kb: KnowledgeBase) -> str:
@@ -142,11 +273,22 @@ def lookup_markdown(jl: JobLookup, kb: KnowledgeBase) -> str:
     ]
     for v in job.ranks:
         out.append(
-            f"| {_who(v)} | {v.role} | {f'`{v.id}`' if v.id else v.cause} | {v.reason.replace('|', '/')} |"
+            f"| {_who(v)} | {v.role} | {f'`{v.id}`' if v.id else _what(v, job)} | {v.reason.replace('|', '/')} |"
         )
     ev = job.root_evidence()
     if ev is not None and ev.line:
         out += ["", "```", ev.line, "```"]
+    if job.problems:
+        out += ["", "Not read:", ""] + [f"- {p}" for p in job.problems]
+    if not _leads_with_entry(job):
+        # the root has no entry of its own: the others' entries are listed, never detailed as
+        # if they were the answer
+        body = "Entries the other ranks and the launcher matched (not the root's own failure):\n\n"
+        for m in jl.result.matches:
+            where = display_path(jl.path_for(m.line_number, m.line)) or "line"
+            rank = _rank_of_line(job, m.line)
+            who = f"rank {rank}, " if rank is not None else ""
+            body += f"- `{m.id}` ({who}{where}:{m.line_number}): {m.entry.title}\n"
     return "\n".join(out) + "\n\n" + body
 
 
@@ -169,28 +311,38 @@ def _esc_prop(s: str) -> str:
 
 
 def lookup_github(jl: JobLookup) -> str:
-    """One ::error annotation for the root cause (::warning when kb knows no entry for it)."""
+    """One ::error annotation for the root cause (::warning when kb knows no entry for it),
+    titled with the root rank's verdict, never a consequence's entry."""
     r = jl.result
     job = jl.job
     root = job.root if job else None
     best = r.matches[0] if r.matches else None
-    if best is None and root is None:
+    if job is not None and root is not None and root.id is None:
+        best = None  # the waiting ranks' entry is not the root's verdict
+    if best is None and root is None and (job is None or job.kind == JobKind.NONE):
+        if r.root is not None:  # a failure no entry knows: its line, marked as such
+            return _github_root(jl)
         return "::warning title=kb: no known entry::kb found no known error in this log\n"
-    entry_id = (root.id if root else None) or (best.id if best else None)
+    entry_id = (root.id if root else None) or (best.id if best and root is None else None)
     who = ""
     if root is not None and root.rank is not None:
         who = f" (rank {root.rank})"
     elif root is not None and root.host:
         who = f" (host {root.host})"
     what = entry_id
+    if what is None and root is not None and root.root_kind is not None:
+        what = _KIND_WORDS.get(str(root.root_kind), str(root.root_kind))
     if what is None and job is not None:
         what = {
             "desync": "desync",
             "signal": f"killed by {root.signal}" if root else "killed",
             "exit": f"exit code {root.exitcode}" if root else "exit",
             "terminated": "terminated",
-        }.get(job.kind)
-    title = f"kb: {what or 'unknown error'}{who}"
+        }.get(str(job.kind))
+    more = len(job.roots) - 1 if job is not None and root is not None else 0
+    title = f"kb: {what or 'unknown error'}{who}" + (
+        f" and {more} more root rank{'s' if more > 1 else ''}" if more > 0 else ""
+    )
     ev = job.root_evidence() if job else None
     line = (ev.line if ev and ev.line else (best.line if best else "")) or (
         job.summary if job else ""
@@ -214,6 +366,24 @@ def lookup_github(jl: JobLookup) -> str:
             props.insert(1, f"line={number}")
     level = "error" if entry_id or root is not None else "warning"
     return f"::{level} {','.join(props)}::{_esc_data(msg)}\n"
+
+
+def _github_root(jl: JobLookup) -> str:
+    """A ::warning for the root failure of an input no entry knows (kb.diagnosis.root)."""
+    fail = jl.result.root
+    assert fail is not None
+    what = fail.exception or fail.kind.value
+    title = f"kb: {what} (root failure, not in the knowledge base)"
+    msg = fail.line
+    if fail.frame is not None:
+        msg += f"\nraised in {fail.package or 'your code'}: {fail.frame.where()}"
+    if fail.user_frame is not None and fail.user_frame is not fail.frame:
+        msg += f"\nyour code: {fail.user_frame.where()}"
+    props = [f"title={_esc_prop(title)}"]
+    shown = display_path(jl.paths[fail.source]) if fail.source < len(jl.paths) else None
+    if shown and not shown.startswith(("<", "/")):
+        props[:0] = [f"file={_esc_prop(shown)}", f"line={fail.line_number}"]
+    return f"::warning {','.join(props)}::{_esc_data(msg)}\n"
 
 
 __all__ = [

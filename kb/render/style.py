@@ -154,7 +154,7 @@ def entry_dict(entry: Entry, evs: list[Evidence] | None = None) -> dict[str, Any
         "path": entry.path,
         "codes": [asdict(c) for c in entry.codes],
         "signatures": [
-            {"id": s.id, "pattern": s.pattern, "era": s.era, "weight": s.weight}
+            {"id": s.id, "pattern": s.pattern, "era": s.era, "level": s.level}
             for s in entry.signatures
         ],
         # Every field of every record, empty when the entry leaves it out.

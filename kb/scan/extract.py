@@ -15,94 +15,19 @@ import re
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 
-from kb.model.record import record
+from kb.model.record import field, record
+from kb.scan.context import around as traceback_around
 from kb.scan.prefixes import rank_of
+from kb.scan.triggers import Triggers
+from kb.scan.triggers import default as default_triggers
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
     from typing import IO
 
-# Every error line kb knows holds one of these: TRIGGERS in any case, EXACT_TRIGGERS as written
-# ("cuda" in lower case is everywhere in training logs: cuda:0, torch.cuda, .cuda()). lint checks
-# each entry's examples against them (KB009's hint), so no signature is invisible to the scan.
-TRIGGERS = (
-    b"error",
-    b"assert",
-    b"fail",
-    b"nccl",
-    b"out of memory",
-    b"exception",
-    b"nvidia",
-    b"mismatch",
-    b"expected",
-    b"cublas",
-    b"cudnn",
-    b"triton",
-    b"abort",
-    b"timeout",
-    b"timed out",
-    b"illegal",
-    b"driver",
-    b"sm_",
-    b"capability",
-    b"nvrm",
-    b"xid",
-    # Native crashes, signals and broken installs rarely say "error".
-    b"fault",
-    b"segv",
-    b"sigbus",
-    b"sigfpe",
-    b"sigill",
-    b"sigkill",
-    b"sigterm",
-    b"core dumped",
-    b"floating point",
-    b"killed",
-    b"signal",
-    b"terminate",
-    b"undefined symbol",
-    b"no module named",
-    b"shared object",
-    b"not implemented",
-    b"unsupported",
-    b"not supported",
-    b"no attribute",
-    b"cannot",
-    b"can't",
-    b"could not",
-    b"unable",
-    b"invalid",
-    b"warning",
-    b"not compiled",
-    b"corrupt",
-    b"double free",
-    b"(supported:",
-    b"wasn't built",
-    b"only supports",
-    b"no devices were found",
-    # Compile, autograd, checkpoint, host-memory and loader lines that hold none of the above.
-    b"graph break",
-    b"torch._dynamo hit",
-    b"did not receive grad",
-    b"missing",
-    b"oom-kill",
-    b"tcache",
-    b"exited with code",
-    b"glibc",
-    b"not found",
-    b"unexpected",
-    b"incompatible",
-    b"is required",
-    # The shell's signal reports under a non-English locale (glibc's translated strsignal text):
-    # zh_CN segfault, core dumped, abort, bus error, SIGFPE, illegal instruction, killed; de, fr.
-    *(
-        w.encode()
-        for w in ("段错误", "核心已转储", "已放弃", "总线错误", "浮点数例外", "非法指令", "已杀死")
-    ),
-    b"speicherzugriffsfehler",
-    b"erreur de segmentation",
-)
-EXACT_TRIGGERS = (b"CUDA",)
+# What makes a line a candidate: the trigger set of the knowledge base being looked up (its
+# signatures' literals and a small generic core, kb.scan.triggers), given to scan(); without one,
+# the core and the literals of the knowledge bases loaded in this process.
 
 CHUNK = 8 << 20
 MAX_LINE = 64 << 10  # a longer "line" is cut into pieces of this size
@@ -111,6 +36,7 @@ KEEP_HEAD = 400  # first candidate lines kept: the root error is usually early..
 KEEP_TAIL = 1600  # ...and the last lines hold the final exception
 KEEP_MIDDLE = 200  # error-looking lines between the two, the earliest first
 MAX_WINDOWS = 64  # per long line: windows around its first and last trigger words
+MAX_CONTEXT = 4 << 20  # characters of traceback context kept per scan (kb.scan.context)
 
 _ANSI_SRC = r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]"
 # Prefixes stamped on lines by launchers, schedulers, CI systems and loggers. Applied repeatedly
@@ -193,6 +119,10 @@ class Line:
         ""  # for torchrun's ChildFailedError line: the Failures / Root Cause block after it
     )
     source: int = 0  # which input it came from, when several are read as one job
+    # For a line that ends a Python traceback: the traceback's lines above it and the lines its
+    # message goes on over below, as (offset from this line, text with its indentation). They
+    # hold no trigger word, so they are not lines of their own (kb.scan.context).
+    context: tuple[tuple[int, str], ...] = ()
 
 
 @record
@@ -203,6 +133,7 @@ class Scan:
     dropped: int  # candidate lines between head and tail that were not kept
     binary: bool  # the input looked like binary data, not a log
     skimmed: int = 0  # lines of a long log's middle searched only for error-looking lines
+    warnings: list[str] = field(default_factory=list)  # why reading stopped early (kb.scan.reader)
 
 
 def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
@@ -231,12 +162,14 @@ class _Window:
     count on their first occurrence. A root error followed by thousands of distinct lines is
     kept in the middle; what is not kept is counted in `dropped`, never lost silently."""
 
-    def __init__(self):
+    def __init__(self, triggers: Triggers | None = None):
+        self.triggers = triggers if triggers is not None else default_triggers()
         self.head: list[Line] = []
         self.middle: list[Line] = []
         self.tail: deque[Line] = deque(maxlen=KEEP_TAIL)
         self.seen: dict[str, Line] = {}
         self.dropped = 0
+        self.context_left = MAX_CONTEXT  # characters of traceback context kept, in all
 
     @property
     def head_full(self) -> bool:
@@ -247,9 +180,16 @@ class _Window:
         return len(self.middle) >= KEEP_MIDDLE
 
     def add(
-        self, number: int, raw: bytes, count: int = 1, after: bytes = b"", block: bytes = b""
+        self,
+        number: int,
+        raw: bytes,
+        count: int = 1,
+        after: bytes = b"",
+        block: bytes = b"",
+        where: tuple[bytes, int, int] | None = None,
     ) -> bool:
-        """Keep a line; False when it was a repeat (or blank after cleaning)."""
+        """Keep a line; False when it was a repeat (or blank after cleaning). `where`: the line's
+        place in its body (body, start, end), to read the traceback around it."""
         prefix, text = _text(raw)
         if not text:
             return False
@@ -266,12 +206,14 @@ class _Window:
             )[:KEEP_LINE]
         if block:
             ln.block = block.decode("utf-8", "replace")
+        if where is not None:
+            ln.context = self.context(*where)
         if not self.head_full:
             self.head.append(ln)
         else:
             if len(self.tail) == self.tail.maxlen:
                 old = self.tail[0]
-                if not self.middle_full and _ERRORISH_TEXT.search(old.text):
+                if not self.middle_full and self.triggers.errorish_text(old.text):
                     self.middle.append(old)  # still in `seen`: its repeats keep folding into it
                 else:
                     old_key = _key(old.rank, old.text)
@@ -282,7 +224,9 @@ class _Window:
         self.seen[key] = ln
         return True
 
-    def keep_middle(self, number: int, raw: bytes) -> bool:
+    def keep_middle(
+        self, number: int, raw: bytes, where: tuple[bytes, int, int] | None = None
+    ) -> bool:
         prefix, text = _text(raw)
         if not text:
             return False
@@ -291,16 +235,32 @@ class _Window:
         if key in self.seen:
             return True
         ln = self.seen[key] = Line(number, text, rank=rank, prefix=prefix[:200])
+        if where is not None:
+            ln.context = self.context(*where)
         self.middle.append(ln)
         return True
+
+    def context(self, body: bytes, ls: int, le: int) -> tuple[tuple[int, str], ...]:
+        """The traceback around body[ls:le] (kb.scan.context), while the budget lasts: the
+        earliest tracebacks get it, and the root failure is the earliest."""
+        if self.context_left <= 0:
+            return ()
+        ctx = traceback_around(body, ls, le, _text)
+        self.context_left -= sum(len(t) for _, t in ctx)
+        return ctx
 
     def lines(self) -> list[Line]:
         return self.head + sorted(self.middle, key=lambda ln: ln.number) + list(self.tail)
 
 
+CUT = " [...]"  # ends a line kept short: its real end is unknown, so `$` must not match here
+
+
 def _text(raw: bytes) -> tuple[str, str]:
     prefix, text = peel(raw[: KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))
-    return prefix, text[:KEEP_LINE]
+    if len(text) > KEEP_LINE or len(raw) > KEEP_LINE * 2:
+        return prefix, text[:KEEP_LINE] + CUT
+    return prefix, text
 
 
 def _key(rank: int | None, text: str):
@@ -309,70 +269,14 @@ def _key(rank: int | None, text: str):
     return text if rank is None else (rank, text)
 
 
-# What an error line looks like, for the lines between head and tail (bytes for the bulk scan of
-# skipped regions, text for lines leaving the tail): an error word before a colon, bracket, space
-# or the end of the line (a shell's bare "Killed", "Bus error"), NCCL's WARN lines and launchers'
-# signal reports, which hold no error word.
-_ERROR_WORDS = (
-    rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)"
-)
-_ERROR_EXTRA = rb"|NCCL WARN|Signal \d+ \(SIG"
-_ERRORISH = re.compile(_ERROR_WORDS + rb"[:\] \r\n]" + _ERROR_EXTRA)
-_ERRORISH_TEXT = re.compile((_ERROR_WORDS + rb"(?:[:\] ]|$)" + _ERROR_EXTRA).decode())
+# Error-looking lines (for the lines between head and tail) are kb.scan.triggers.ERRORISH or hold
+# one of the knowledge base's literals.
+HYPERSCAN_MIN = 64 << 10  # below this, the pure-Python search costs less than calling Hyperscan
 
 
-def _hyperscan_db(kind: str = "triggers"):
-    """A Hyperscan database of the trigger words (caseless) or of _ERRORISH ("errorish"), or None
-    where Hyperscan is not installed (it is an x86-64 Linux dependency) or disabled with
-    KB_NO_HYPERSCAN=1."""
-    if kind not in _HS_DBS:
-        import os
-
-        _HS_DBS[kind] = None
-        if not os.environ.get("KB_NO_HYPERSCAN"):
-            try:
-                import hyperscan
-
-                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                if kind == "errorish":
-                    db.compile(expressions=[_ERRORISH.pattern], ids=[0], flags=[0])
-                else:
-                    words = TRIGGERS + EXACT_TRIGGERS
-                    db.compile(
-                        expressions=[re.escape(t.decode()).encode() for t in words],
-                        ids=list(range(len(words))),
-                        flags=[hyperscan.HS_FLAG_CASELESS] * len(TRIGGERS)
-                        + [0] * len(EXACT_TRIGGERS),
-                    )
-                _HS_DBS[kind] = db
-            except Exception:  # no wheel for this platform, or a CPU without SSSE3
-                pass
-    return _HS_DBS[kind]
-
-
-_HS_DBS: dict[str, object] = {}
-HYPERSCAN_MIN = 1 << 20  # below this, lower() + find is faster than calling into Hyperscan
-
-
-def _trigger_offsets(body: bytes) -> list[int]:
-    """Offsets in `body` where a trigger word ends or starts (any offset inside the line does)."""
-    db = _hyperscan_db() if len(body) >= HYPERSCAN_MIN else None
-    if db is not None:
-        offs: list[int] = []
-        add = offs.append
-        db.scan(body, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(to - 1))
-        offs.sort()
-        return offs
-    low = body.lower()
-    offs = []
-    for hay, words in ((low, TRIGGERS), (body, EXACT_TRIGGERS)):
-        for trig in words:
-            pos = hay.find(trig)
-            while pos != -1:
-                offs.append(pos)
-                pos = hay.find(trig, pos + len(trig))
-    offs.sort()
-    return offs
+def _trigger_offsets(body: bytes, triggers: Triggers) -> list[int]:
+    """Offsets in `body` where a trigger ends or starts (any offset inside the line does)."""
+    return triggers.offsets(body, hyperscan=len(body) >= HYPERSCAN_MIN)
 
 
 def _line_starts(body: bytes) -> list[int]:
@@ -407,7 +311,9 @@ TAIL_BYTES = 2 * CHUNK  # the end of a log read in full, whatever its size (see 
 HEAD_BYTES = 2 * CHUNK  # at most this much of the start read in full waiting for the head to fill
 
 
-def scan(chunks: Iterable[bytes], every_line: bool = False) -> Scan:
+def scan(
+    chunks: Iterable[bytes], every_line: bool = False, triggers: Triggers | None = None
+) -> Scan:
     """The candidate lines of a log. Its start is read in full until the head window is full
     (or HEAD_BYTES have been read), and so is its last TAIL_BYTES, kept back until the input
     ends; what lies between is skimmed: searched for error-looking lines only (Hyperscan over the
@@ -419,8 +325,10 @@ def scan(chunks: Iterable[bytes], every_line: bool = False) -> Scan:
     skimmed middle is never copied at all.
 
     every_line: all non-blank lines of the start are candidates, not only those holding a
-    trigger word (for a short message, see scan_text)."""
-    win = _Window()
+    trigger word (for a short message, see scan_text).
+
+    triggers: the knowledge base's trigger set (kb.scan.triggers); the default one without."""
+    win = _Window(triggers)
     line_no = 0  # newlines before the start of the current span (or of the oldest one held)
     total = 0
     carry = b""
@@ -436,8 +344,11 @@ def scan(chunks: Iterable[bytes], every_line: bool = False) -> Scan:
         # summary) is read with it across the seams between spans.
         nonlocal line_no, held_bytes
         if held:
-            line_no = _scan_body(b"".join(d[a:b] for d, a, b in held), line_no, win)
+            # Joined through views (no copy of each span first), and the spans let go before
+            # the body is read: the tail is in memory once, not three times.
+            body = b"".join(memoryview(d)[a:b] for d, a, b in held)
             held.clear()
+            line_no = _scan_body(body, line_no, win)
         held_bytes = 0
 
     def hold(data: bytes, a: int, b: int) -> None:
@@ -464,7 +375,7 @@ def scan(chunks: Iterable[bytes], every_line: bool = False) -> Scan:
                 # enough context that a message across the cut is read whole next time.
                 read_held()
                 cut = len(buf) - KEEP_LINE // 2
-                for a, b in _trigger_windows(buf, skip, cut):
+                for a, b in _trigger_windows(buf, skip, cut, win.triggers):
                     win.add(line_no + 1, buf[a:b])
                 carry, skip = buf[cut - KEEP_LINE // 2 :], KEEP_LINE // 2
             else:
@@ -493,13 +404,13 @@ def scan(chunks: Iterable[bytes], every_line: bool = False) -> Scan:
     return Scan(win.lines(), line_no, total, win.dropped, bool(binary), skimmed)
 
 
-def _trigger_windows(data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
+def _trigger_windows(data: bytes, lo: int, hi: int, triggers: Triggers) -> list[tuple[int, int]]:
     """Windows of at most KEEP_LINE bytes around the trigger words found in data[lo:hi], each
     kept within one progress-bar update (carriage returns) and merged where they overlap; the
     first and last MAX_WINDOWS when there are more."""
     half = KEEP_LINE // 2
     out: list[tuple[int, int]] = []
-    for off in _trigger_offsets(data[lo:hi]):
+    for off in _trigger_offsets(data[lo:hi], triggers):
         off += lo
         if out and off < out[-1][1]:
             continue
@@ -516,25 +427,31 @@ def _trigger_windows(data: bytes, lo: int, hi: int) -> list[tuple[int, int]]:
     return out
 
 
+STEP = 1 << 20  # a body's candidate lines are found this many bytes at a time (see _candidates)
+FOLD_BLOCK = 1 << 14  # candidate lines keyed at a time while folding the tail (see fold_tail)
+
+
 def _scan_body(
     body: bytes, line_no: int, win: _Window, skip: int = 0, every_line: bool = False
 ) -> int:
     """Keep the trigger-bearing lines of `body` (complete lines), or with every_line all its
-    non-blank lines; returns the new line count."""
-    offsets = _line_starts(body) if every_line else _trigger_offsets(body)
-    cands = _candidate_lines(body, offsets)
+    non-blank lines; returns the new line count.
+
+    Memory stays bounded by what is kept, not by how many lines hold a trigger: the candidate
+    lines are two arrays of offsets (16 bytes a line), and only the lines that can still be
+    kept become Python objects (a tail of millions of distinct warning lines would otherwise
+    cost hundreds of MB in tuples, keys and dicts)."""
+    starts, ends = _candidates(body, win.triggers, every_line)
     # Lines that can still be kept: those filling the head, then, of the rest, only the last
     # KEEP_TAIL distinct ones (anything earlier would be pushed out of the tail by them). Folding
     # exact repeats from the end (fold_tail) bounds the work on a log with a million candidate
     # lines and keeps earlier distinct lines behind a flood of repeats.
-    i = 0 if win.head_full else min(len(cands), KEEP_HEAD - len(win.head))
-    chosen: list[tuple[int, int, int]] = [(ls, le, 1) for ls, le in cands[:i]]
-    rest = cands[i:]
-    keys = [body[ls : le if le - ls <= 512 else ls + 512] for ls, le in rest]
-    j, firsts = fold_tail(keys, KEEP_TAIL)
-    if j > 0:
-        win.dropped += j - _keep_errorish(body, rest[0][0], rest[j - 1][1], line_no, win)
-    chosen += sorted((rest[at][0], rest[at][1], count) for at, count in firsts.values())
+    i = 0 if win.head_full else min(len(starts), KEEP_HEAD - len(win.head))
+    chosen: list[tuple[int, int, int]] = [(starts[k], ends[k], 1) for k in range(i)]
+    j, firsts = fold_tail(_Keys(body, starts, ends), KEEP_TAIL, i)
+    if j > i:
+        win.dropped += j - i - _keep_errorish_in_steps(body, starts[i], ends[j - 1], line_no, win)
+    chosen += sorted((starts[at], ends[at], count) for at, count in firsts.values())
     n = line_no
     prev = 0
     for ls, le, count in chosen:
@@ -544,35 +461,102 @@ def _scan_body(
     return n + body.count(b"\n", prev)
 
 
-def fold_tail(keys: list[bytes], keep: int) -> tuple[int, dict[bytes, tuple[int, int]]]:
-    """Walk back from the end of `keys` until `keep` distinct ones are seen: where the walk
-    stopped, and for each key seen its earliest index in the walked part and its count there.
-    Done with dict and Counter instead of a Python loop per line: a flood of one repeated line
-    is the common case, and a GiB log holds millions of them."""
-    last = dict(zip(keys, range(len(keys))))  # later duplicates overwrite: the last index
-    j = min(heapq.nlargest(keep, last.values())) if len(last) >= keep else 0
-    region = keys[j:]
-    counts = Counter(region)
-    earliest = dict(zip(reversed(region), range(len(keys) - 1, j - 1, -1)))
+def _steps(body: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """body[start:end] (whole lines) in spans of about STEP bytes, each ending at a line end."""
+    a = start
+    while a < end:
+        b = min(end, a + STEP)
+        if b < end:
+            nl = body.rfind(b"\n", a, b)
+            if nl != -1:
+                b = nl + 1
+            else:  # one line longer than STEP: the span runs to its end
+                nl = body.find(b"\n", b, end)
+                b = end if nl == -1 else nl + 1
+        yield a, b
+        a = b
+
+
+def _candidates(body: bytes, triggers: Triggers, every_line: bool = False):
+    """(starts, ends) of the candidate lines of body, as arrays of 8-byte offsets, found a
+    STEP at a time (a step's offsets and tuples are the only Python objects per line)."""
+    from array import array
+
+    starts, ends = array("q"), array("q")
+    if every_line:  # a short message (scan_text): every line, few of them
+        for ls, le in _candidate_lines(body, _line_starts(body)):
+            starts.append(ls)
+            ends.append(le)
+        return starts, ends
+    for a, b in _steps(body, 0, len(body)):
+        piece = body[a:b] if (a, b) != (0, len(body)) else body
+        for ls, le in _candidate_lines(piece, _trigger_offsets(piece, triggers)):
+            starts.append(a + ls)
+            ends.append(a + le)
+    return starts, ends
+
+
+class _Keys:
+    """The fold key of each candidate line (its first 512 bytes), made on demand."""
+
+    __slots__ = ("body", "ends", "starts")
+
+    def __init__(self, body: bytes, starts, ends):
+        self.body, self.starts, self.ends = body, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def slice(self, lo: int, hi: int) -> list[bytes]:
+        body, starts, ends = self.body, self.starts, self.ends
+        return [body[starts[k] : min(ends[k], starts[k] + 512)] for k in range(lo, hi)]
+
+
+def fold_tail(keys, keep: int, lo: int = 0) -> tuple[int, dict[bytes, tuple[int, int]]]:
+    """Walk back from the end of `keys` (a list, or _Keys) to `lo` until `keep` distinct ones are
+    seen: where the walk stopped, and for each key seen its earliest index in the walked part
+    and its count there. Done a block of FOLD_BLOCK keys at a time, with dict and Counter
+    instead of a Python loop per line (a flood of one repeated line is the common case, and a
+    GiB log holds millions of them), so at most a block of keys and `keep` distinct ones are
+    held at once."""
+    get = keys.slice if isinstance(keys, _Keys) else (lambda a, b: keys[a:b])
+    counts: Counter[bytes] = Counter()
+    earliest: dict[bytes, int] = {}
+    hi = len(keys)
+    j = lo
+    while hi > lo:
+        blo = max(lo, hi - FOLD_BLOCK)
+        block = get(blo, hi)
+        last = dict(zip(block, range(blo, hi)))  # later duplicates overwrite: the last index
+        new = [at for k, at in last.items() if k not in counts]
+        if len(counts) + len(new) >= keep:
+            # The keep-th distinct key from the end has its last occurrence in this block.
+            j = min(heapq.nlargest(keep - len(counts), new))
+            block = block[j - blo :]
+            blo, hi = j, lo  # this block is the last one walked
+        counts.update(block)
+        earliest.update(zip(reversed(block), range(blo + len(block) - 1, blo - 1, -1)))
+        hi = min(hi, blo)
     return j, {k: (at, counts[k]) for k, at in earliest.items()}
 
 
-def _errorish_offsets(body: bytes, start: int, end: int) -> Iterable[int]:
+def _keep_errorish_in_steps(body: bytes, start: int, end: int, line_no: int, win: _Window) -> int:
+    """_keep_errorish over body[start:end], a STEP at a time, stopping once the middle is
+    full: the error-looking offsets of one step are held at a time, not a whole tail's."""
+    kept = 0
+    n = line_no + body.count(b"\n", 0, start)  # lines before `start`
+    for a, b in _steps(body, start, end):
+        if win.middle_full:
+            break
+        kept += _keep_errorish(body, a, b, n, win, counted_from=a)
+        n += body.count(b"\n", a, b)
+    return kept
+
+
+def _errorish_offsets(body: bytes, start: int, end: int, triggers: Triggers) -> Iterable[int]:
     """Offsets inside each error-looking line of body[start:end], in order (a line may come
     more than once). Hyperscan for a big region (Python's re reads ~100 MB/s here)."""
-    db = _hyperscan_db("errorish") if end - start >= HYPERSCAN_MIN else None
-    if db is None:
-        return (m.start() for m in _ERRORISH.finditer(body, start, end))
-    return _hs_errorish(db, body, start, end)
-
-
-def _hs_errorish(db, body: bytes, start: int, end: int) -> list[int]:
-    offs: list[int] = []
-    add = offs.append
-    view = memoryview(body)[start:end]  # no copy
-    db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
-    offs.sort()
-    return offs
+    return triggers.errorish_offsets(body, start, end, hyperscan=end - start >= HYPERSCAN_MIN)
 
 
 def _keep_errorish(
@@ -592,7 +576,7 @@ def _keep_errorish(
     n, prev = line_no, counted_from
     if win.middle_full:
         return 0
-    for pos in _errorish_offsets(body, start, end) if offsets is None else offsets:
+    for pos in _errorish_offsets(body, start, end, win.triggers) if offsets is None else offsets:
         ls = body.rfind(b"\n", 0, pos) + 1
         if ls == last:
             continue
@@ -600,7 +584,8 @@ def _keep_errorish(
         le = body.find(b"\n", pos)
         n += body.count(b"\n", prev, ls)
         prev = ls
-        kept += win.keep_middle(n + 1, body[ls : le if le != -1 else len(body)])
+        le = le if le != -1 else len(body)
+        kept += win.keep_middle(n + 1, body[ls:le], (body, ls, le))
         if win.middle_full:
             break
     return kept
@@ -611,10 +596,8 @@ def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tupl
     (kept while the middle has room): (the new line count, how many lines were read this way
     and not kept). Hyperscan's search runs in a second thread (it releases the GIL) while this
     one counts the lines: the two passes over the bytes take the time of one."""
-    db = None
-    if not win.middle_full and end - start >= HYPERSCAN_MIN:
-        db = _hyperscan_db("errorish")
-    if db is None:
+    hs = not win.middle_full and end - start >= HYPERSCAN_MIN
+    if not hs or win.triggers.database("errorish") is None:
         lines = data.count(b"\n", start, end)
         kept = _keep_errorish(data, start, end, line_no, win, counted_from=start)
         return line_no + lines, lines - kept
@@ -622,7 +605,8 @@ def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tupl
 
     found: list[list[int]] = []
     worker = threading.Thread(
-        target=lambda: found.append(_hs_errorish(db, data, start, end)), daemon=True
+        target=lambda: found.append(win.triggers.errorish_offsets(data, start, end, True)),
+        daemon=True,
     )
     worker.start()
     lines = data.count(b"\n", start, end)
@@ -638,14 +622,16 @@ def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, 
     seg = body[ls:le]
     stripped = seg.strip()
     if stripped[:1] == b"{" and stripped[-1:] == b"}" and len(stripped) <= MAX_JSON:
-        texts = _json_texts(stripped)
+        texts = _json_texts(stripped, win.triggers)
         if texts is not None:
             for t in texts:
                 win.add(number, t.encode("utf-8", "surrogatepass"))
             return
     if len(seg) > KEEP_LINE or b"\r" in seg.rstrip(b"\r"):
-        for a, b in _trigger_windows(seg, skip, len(seg)):
-            win.add(number, seg[a:b])
+        for a, b in _trigger_windows(seg, skip, len(seg), win.triggers):
+            # A window that stops inside the line is marked cut, as _text marks a long line.
+            cut = b < len(seg) and seg[b : b + 1] not in (b"\r", b"\n")
+            win.add(number, seg[a:b] + CUT.encode() if cut else seg[a:b])
         return
     after = b""
     if b"of memory" in seg and b"total capacity" not in seg:
@@ -656,7 +642,7 @@ def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, 
             end = nxt if nxt != -1 else len(body)
         after = body[le + 1 : end][:KEEP_LINE]
     block = _failure_block(body, le) if b"ChildFailedError:" in seg else b""
-    win.add(number, seg, count, after, block)
+    win.add(number, seg, count, after, block, (body, ls, le))
     joined = _unwrapped(body, ls, le) or _word_wrapped(body, ls, le)
     if joined:
         win.add(number, joined)
@@ -761,7 +747,7 @@ def _word_wrapped(body: bytes, ls: int, le: int) -> bytes | None:
 MAX_JSON = 8 << 20
 
 
-def _json_texts(raw: bytes) -> list[str] | None:
+def _json_texts(raw: bytes, triggers: Triggers) -> list[str] | None:
     """The text lines inside a structured (JSON) log record: every string value, split into lines,
     so a traceback in a "message" or "exc_info" field is read like a plain one. None when the
     line is not JSON."""
@@ -781,7 +767,7 @@ def _json_texts(raw: bytes) -> list[str] | None:
             stack.extend(reversed(list(o.values())))
         elif isinstance(o, list):
             stack.extend(reversed(o))
-    return [t for t in out if has_trigger(t)]
+    return [t for t in out if triggers.has(t)]
 
 
 # A message short enough that all its lines fit in the head window is read line by line, trigger
@@ -790,18 +776,15 @@ def _json_texts(raw: bytes) -> list[str] | None:
 SHORT_TEXT_BYTES = 64 << 10
 
 
-def scan_text(text: str | bytes) -> Scan:
+def scan_text(text: str | bytes, triggers: Triggers | None = None) -> Scan:
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     if data and not data.endswith(b"\n"):
         data += b"\n"  # one body: a last line is not cut off from the lines before it
     short = len(data) <= SHORT_TEXT_BYTES and data.count(b"\n") <= KEEP_HEAD
-    return scan([data] if data else [], every_line=short)
+    return scan([data] if data else [], every_line=short, triggers=triggers)
 
 
-def _has_trigger_bytes(raw: bytes) -> bool:
-    low = raw.lower()
-    return any(t in low for t in TRIGGERS) or any(t in raw for t in EXACT_TRIGGERS)
-
-
-def has_trigger(line: str) -> bool:
-    return _has_trigger_bytes(line.encode("utf-8", "replace"))
+def has_trigger(line: str, triggers: Triggers | None = None) -> bool:
+    """The line holds a trigger of the set (by default, kb.scan.triggers.default()): the scan of
+    a long log looks at it."""
+    return (triggers if triggers is not None else default_triggers()).has(line)

@@ -62,9 +62,12 @@ def version_matches(version: str, spec: str) -> bool | None:
     return True
 
 
-# A repro that imports torch needs it whether or not it names a version range.
+# A repro that imports torch needs it whether or not it names a version range; so does one that
+# looks the installed package up by name (importlib's find_spec / import_module).
 _IMPORTS_TORCH = re.compile(
-    r"^[ \t]*(?:from[ \t]+torch\b|import[ \t]+(?:[\w.]+[ \t]*,[ \t]*)*torch\b)", re.MULTILINE
+    r"^[ \t]*(?:from[ \t]+torch\b|import[ \t]+(?:[\w.]+[ \t]*,[ \t]*)*torch\b)"
+    r"|\b(?:find_spec|import_module)\(\s*[\"']torch[\"'.]",
+    re.MULTILINE,
 )
 
 
@@ -106,4 +109,32 @@ def check_requirements(entry: Entry, env: Environment, trust: bool = False) -> s
             return f"cannot read the torch requirement {req.torch!r}"
         if not ok:
             return f"needs torch {req.torch}, found {env.torch}"
+    return None
+
+
+# What the repros need from the interpreter they run in besides the standard library. A repro
+# can import one where no static look can see it (in a program it writes and runs, in its
+# fix_check, through torchrun), so a run is also read afterwards: failing on importing one of
+# these where the interpreter lacks it proves nothing about the entry either way.
+DEPENDENCIES = ("torch", "numpy", "pip")
+# ModuleNotFoundError's words, and `python -m pip`'s where pip is not installed (no quotes).
+_NO_MODULE = re.compile(r"No module named (?:'([A-Za-z_]\w*)|([A-Za-z_]\w*)\s*$)", re.MULTILINE)
+
+
+def missing_dependency(output: str, env: Environment, importable) -> str | None:
+    """The unmet requirement a run's output shows, in check_requirements' words, or None: a
+    `No module named 'X'` for a DEPENDENCIES module the interpreter cannot import
+    (`importable(name)` asks it). One the interpreter can import is the repro's own point
+    (`No module named 'torch._six'` on torch 2.x), never a missing requirement."""
+    for m in _NO_MODULE.finditer(output):
+        top = m.group(1) or m.group(2)
+        if top not in DEPENDENCIES:
+            continue
+        if top == "torch":
+            if env.torch:
+                continue
+            why = f" ({env.torch_error})" if env.torch_error else ""
+            return f"needs torch, {env.python} cannot import torch{why}"
+        if not importable(top):
+            return f"needs {top}, {env.python} cannot import {top}"
     return None

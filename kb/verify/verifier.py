@@ -42,7 +42,7 @@ from kb.verify.outcome import (
     Outcome,
 )
 from kb.verify.probe import PROBE_CODE, Environment, probe_torch
-from kb.verify.requirements import check_requirements, version_matches
+from kb.verify.requirements import check_requirements, missing_dependency, version_matches
 from kb.verify.sandbox import (
     DEFAULT_TIMEOUT,
     HEAD_KEEP,
@@ -152,6 +152,9 @@ def verify_entry(
     # Looked up through this module, so a test can stand a failing judge in for the real one.
     j = judge(entry, kb, res.output)
     if j.first != entry.id or j.missing:
+        need = missing_dependency(res.output, env, lambda m: _importable(python, m))
+        if need is not None:
+            return _unmet(entry, need, res.output, res.duration)
         return ran(NOT_REPRODUCED, why_not(entry, j, res.rc), j)
     out = ran(REPRODUCED, f"matched {', '.join(j.matched)}; exit code {res.rc}", j)
     if not run_fix or entry.fix_check is None:
@@ -160,7 +163,31 @@ def verify_entry(
         out.fix_status, out.fix_detail = CANCELLED, "cancelled before the fix_check ran"
         return out
     _check_fix(entry, kb, out, python, timeout, cancel, on_line)
+    if out.fix_status == FIX_FAILED:
+        need = missing_dependency(out.fix_output, env, lambda m: _importable(python, m))
+        if need is not None:
+            return _unmet(entry, need, out.fix_output, out.duration_s)
     return out
+
+
+def _unmet(entry: Entry, need: str, output: str, duration: float) -> Outcome:
+    """A run that stopped at importing a module the interpreter lacks: skipped, with the reason
+    (its output kept); not started, so a machine where every repro ends so verified nothing."""
+    return Outcome(entry.id, SKIPPED, detail=need, output=output, duration_s=duration)
+
+
+_IMPORTABLE: dict[tuple[str, str], bool] = {}
+_IMPORTABLE_LOCK = threading.Lock()
+
+
+def _importable(python: str, module: str) -> bool:
+    """Whether the interpreter can import the module (asked once per interpreter and module)."""
+    key = (python, module)
+    with _IMPORTABLE_LOCK:
+        if key not in _IMPORTABLE:
+            res = run_program(f"import {module}", {}, 120.0, python)
+            _IMPORTABLE[key] = res.rc == 0 and not res.timed_out
+        return _IMPORTABLE[key]
 
 
 def _check_fix(

@@ -25,12 +25,30 @@ def backend() -> str:
     return os.environ.get("KB_JOB_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")
 
 
+def shared_gpus() -> bool:
+    """More ranks than GPUs (4 ranks on a 2-GPU host): the world group runs on gloo, and only
+    sub-groups whose members each have a GPU of their own run on NCCL (a communicator refuses
+    two ranks on one GPU)."""
+    return (
+        backend() == "nccl" and int(os.environ.get("WORLD_SIZE", "1")) > torch.cuda.device_count()
+    )
+
+
 def init() -> tuple[int, torch.device]:
     """Join the process group; returns (rank, device). NCCL communicators are created eagerly
     (device_id=) and warmed up with one collective on every rank: on torch 2.11 / NCCL 2.28 a
     rank missing from the very first collective left its peer blocked before the watchdog ever
     saw the work (see entries/nccl/nccl-timeout.yaml), and the jobs must end in a timeout."""
     timeout = datetime.timedelta(seconds=TIMEOUT_S)
+    if backend() == "nccl" and shared_gpus():
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        dev = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+        dist.init_process_group("gloo", timeout=timeout)
+        _dump_on_failure()
+        warm = torch.ones(1)
+        dist.all_reduce(warm)
+        return dist.get_rank(), dev
     if backend() == "nccl":
         dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(dev)
@@ -44,6 +62,30 @@ def init() -> tuple[int, torch.device]:
     if dev.type == "cuda":
         torch.cuda.synchronize()
     return dist.get_rank(), dev
+
+
+def world_device(dev: torch.device) -> torch.device:
+    """Where tensors for the world group live: the CPU when it runs on gloo beside NCCL
+    sub-groups."""
+    return torch.device("cpu") if shared_gpus() else dev
+
+
+def subgroups(size: int) -> tuple[dist.ProcessGroup, list[int]]:
+    """Split the world into consecutive groups of `size` ranks (tensor-parallel style: ranks
+    0-1, 2-3, ...); every rank creates every group, as torch requires. Returns this rank's group
+    and its members."""
+    world = dist.get_world_size()
+    rank = dist.get_rank()
+    mine = None
+    members: list[int] = []
+    timeout = datetime.timedelta(seconds=TIMEOUT_S)
+    for start in range(0, world, size):
+        ranks = list(range(start, min(start + size, world)))
+        g = dist.new_group(ranks, timeout=timeout, backend=backend())
+        if rank in ranks:
+            mine, members = g, ranks
+    assert mine is not None
+    return mine, members
 
 
 def say(rank: int, msg: str) -> None:

@@ -1,5 +1,5 @@
-"""Flight Recorder dumps, read without torch: the last collectives of each rank, and the first
-one that the ranks did not all reach (or reached with different ops or sizes).
+"""Flight Recorder dumps, read without torch and without trusting them: what each rank's process
+groups last did (the collectives it enqueued, started and completed, their ops and sizes).
 
 ProcessGroupNCCL keeps a ring buffer of its collectives when TORCH_NCCL_TRACE_BUFFER_SIZE (or
 TORCH_FR_BUFFER_SIZE) is > 0 and writes it on a timeout or error (TORCH_NCCL_DUMP_ON_TIMEOUT) to
@@ -7,19 +7,36 @@ TORCH_FR_BUFFER_SIZE) is > 0 and writes it on a timeout or error (TORCH_NCCL_DUM
 (default /tmp/nccl_trace_rank_, ~/.cache/torch/nccl_trace_rank_ in newer releases). The file is
 a pickle written by torch::jit::Pickler of plain dicts, lists, strings and numbers (no classes);
 torch._C._distributed_c10d._dump_nccl_trace_json() / _dump_fr_trace_json() (and the control
-plane's "fr_trace_json" handler) give the same as JSON; no setting makes the on-timeout writer
-write JSON (torch/csrc/distributed/c10d/FlightRecorder.hpp: "in the same pickled format as
-dump_fr_trace"), so a JSON dump is one a program or a person saved. Keys (torch/distributed/flight_recorder/components/loader.py and types.py):
-    {"version": "2.10", "pg_config": {...}, "pg_status": {"0": {"last_enqueued_collective": 2,
-     "last_started_collective": -1, "last_completed_collective": 1}},
-     "entries": [{"collective_seq_id": 2, "profiling_name": "nccl:all_reduce", "state":
-     "scheduled" | "started" | "completed", "input_sizes": [[4]], "process_group": ["0",
-     "default_pg"], "is_p2p": false, "frames": [{"name", "filename", "line"}], ...}]}
+plane's "fr_trace_json" handler) give the same as JSON, which tools save under names of their own
+(`<job>_dump_<rank>.json`, a folder per rank, a tarball of them). So a dump is known by what it
+holds, not by its name: a dict with "entries" and the keys that come with them. Keys
+(torch/distributed/flight_recorder/components/loader.py and types.py):
+    {"version": "2.10", "pg_config": {"<pg name>": {"name", "desc", "ranks": "[0, 1]"}},
+     "pg_status": {"<pg id>": {"last_enqueued_collective": 2, "last_started_collective": -1,
+                               "last_completed_collective": 1}},
+     "entries": [{"collective_seq_id": 2, "p2p_seq_id": 0, "pg_id": 0, "process_group": ["0",
+     "default_pg"], "profiling_name": "nccl:all_reduce", "state": "scheduled" | "started" |
+     "completed", "input_sizes": [[4]], "input_dtypes": ["Float"], "is_p2p": false,
+     "time_created_ns": ..., "frames": [{"name", "filename", "line"}], ...}]}
+A group's name (process_group[0], the pg_config key) is the same on every rank; its pg_id (the
+pg_status key) is the rank's own count of the groups it created, mapped to the name through the
+entries. torch's dumps do not say whose they are: the rank is a "rank" key when a tool added
+one, else the one rank every group of the dump has in common (pg_config), else the number at the
+end of the file's name (or of its folder's: a folder per rank).
 
-A dump comes from a crashed job and may come from anywhere: it is never unpickled blindly.
-The unpickler below refuses every global (no class, no function can be named, so nothing can
-be called) but the three list builders torch's own pickler may name, which it replaces with a
-plain list(); and every persistent id. What remains can only build containers and scalars.
+A dump comes from a crashed job and may come from anywhere: it is never unpickled blindly, and
+nothing in it is trusted to be small.
+- Nothing is executed: the unpickler refuses every global (no class, no function can be named,
+  so nothing can be called) but the three list builders torch's own pickler may name, which it
+  replaces with a plain list(); and every persistent id.
+- Memory is bounded before unpickling: a dump is at most MAX_BYTES, and one whose bytes could
+  build more than MAX_OBJECTS containers (an upper bound counted from the opcodes that make
+  them) is refused, so a file of empty-dict opcodes cannot take gigabytes.
+- Every value kb reads is copied into plain tuples and numbers by a walk that counts what it
+  visits (a sub-list shared through pickle memo references is counted each time it is reached:
+  40 levels of sharing would be 2**40 visits) and how deep it goes; past MIN_VISITS plus one
+  visit per byte of the dump, or MAX_DEPTH levels, the dump is refused with the reason, never a
+  RecursionError or a runaway loop. Keys kb does not read are never walked.
 """
 
 from __future__ import annotations
@@ -29,12 +46,35 @@ import json
 import os
 import pickle
 import re
+from functools import lru_cache
+from typing import NamedTuple  # typing: only a job's lookup imports this module
 
-from kb.job.parsers.watchdog import Desync
 from kb.model.record import field, record
 
-MAX_BYTES = 256 << 20
-_RANK_SUFFIX = re.compile(r"(\d+)(?:\.json|\.pkl|\.pickle)?$")
+MAX_BYTES = 32 << 20  # torch's default ring of 2,000 collectives dumps to a few MB
+# Containers a pickle of MAX_BYTES could build at most, counted from its container opcodes: a
+# real dump has one per entry and frame (2,000 entries x ~12); a file of b"}" bytes has one per
+# byte, 64 bytes of memory each.
+MAX_OBJECTS = 2_000_000
+# Values copied out of one dump, shared ones counted at each visit: a real dump has one for
+# every 4 bytes or more of it (its keys and repeated strings are memo references of 2 bytes);
+# a reference bomb has billions in a few hundred bytes.
+MIN_VISITS = 1_000_000
+MAX_DEPTH = 16  # a dump nests 6 deep (dump, entries, entry, input_sizes, one tensor's sizes)
+MAX_FRAMES = 32  # the Python frames kept per entry (torch keeps the innermost 20 or so)
+FRAMES_KEPT = 8  # entries of a dump whose frames are kept: the newest, what it was last doing
+HEAD = 64 << 10  # bytes read to recognise a dump: its keys come first
+
+_RANK_SUFFIX = re.compile(r"(\d{1,6})(?:\.(?:json|pkl|pickle|pt|bin|dump|gz))*$", re.I)
+_RANK_DIR = re.compile(r"^(?:.*?[^a-z])?(?:rank|r)?[_-]?(\d{1,6})$", re.I)
+_INTS = re.compile(r"-?\d{1,9}")
+# pickle opcodes that make a container (or a tuple) out of one byte or from the stack:
+# EMPTY_DICT EMPTY_LIST EMPTY_SET TUPLE1 TUPLE2 TUPLE3 DICT LIST TUPLE FROZENSET
+_CONTAINER_OPS = b"}]\x8f\x85\x86\x87dlt\x91"
+
+
+class DumpError(ValueError):
+    """A file that holds (or claims to hold) a dump, refused or unreadable, and why."""
 
 
 def _as_list(items):
@@ -60,159 +100,534 @@ class _Refusing(pickle.Unpickler):
         raise pickle.UnpicklingError("refused a persistent id")
 
 
-@record
-class Entry:
-    pg: str
-    seq: int
-    op: str
-    state: str
-    sizes: list
-    frames: list = field(default_factory=list)
+@record(frozen=True)
+class Frame:
+    name: str
+    filename: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line} in {self.name}"
 
 
-@record
+class Entry(NamedTuple):
+    """One collective (or point-to-point op) in a rank's ring buffer. A named tuple, not a
+    record: a thousand ranks' dumps hold a few hundred thousand of them, and a tuple is made in
+    a fraction of a record's time."""
+
+    pg: str  # the group's name: the same on every rank
+    seq: int  # collective_seq_id (p2p_seq_id for send/recv)
+    op: str  # profiling_name: nccl:all_reduce, gloo:broadcast, nccl:send 0->1
+    state: str  # scheduled | started | completed
+    sizes: tuple = ()  # input_sizes, one tuple per tensor
+    dtypes: tuple[str, ...] = ()
+    p2p: bool = False
+    created_ns: int = 0  # time_created_ns (0 when the dump has none)
+    # (name, filename, line) innermost first, as torch records them, for the newest
+    # FRAMES_KEPT entries of a dump (what a rank was last doing); frame_list() as Frames
+    frames: tuple[tuple[str, str, int], ...] = ()
+    pg_desc: str = ""
+    pg_id: str = ""  # the rank's own id of the group (pg_status is keyed by it)
+
+    def frame_list(self) -> list[Frame]:
+        return [Frame(*f) for f in self.frames]
+
+    @property
+    def signature(self) -> tuple:
+        """What every rank must agree on for the same collective."""
+        return (self.op, self.sizes, self.dtypes)
+
+
+@record(frozen=True)
+class Group:
+    name: str
+    desc: str = ""
+    ranks: tuple[int, ...] = ()  # empty when the dump does not say (gloo's dumps)
+
+
+@record(frozen=True)
 class Dump:
     path: str
     rank: int | None
     version: str
-    entries: list[Entry]
-    status: dict[str, dict[str, int]]  # pg -> last_enqueued / last_started / last_completed
+    entries: tuple[Entry, ...]
+    status: dict[str, dict[str, int]]  # group name -> last_enqueued / started / completed
+    groups: dict[str, Group] = field(default_factory=dict)  # group name -> its config
+    rank_from: str = "name"  # dump | groups | name | caller | none | contradicted
+    comm_lib: str = ""  # comm_lib_version: the NCCL version
+    named_rank: int | None = None  # the rank its path names, when that is not `rank`
+
+    def last(self, pg: str, what: str = "enqueued") -> int | None:
+        """The last collective this rank enqueued (started, completed) in group pg: pg_status
+        when it says, else (enqueued only) the highest sequence number among the entries."""
+        st = self.status.get(pg, {})
+        v = st.get(f"last_{what}_collective")
+        if v is not None:
+            return v
+        if what != "enqueued":
+            return None
+        seqs = [e.seq for e in self.entries if e.pg == pg and not e.p2p]
+        return max(seqs) if seqs else None
 
     def last_enqueued(self, pg: str) -> int | None:
-        st = self.status.get(pg, {})
-        if "last_enqueued_collective" in st:
-            return st["last_enqueued_collective"]
-        seqs = [e.seq for e in self.entries if e.pg == pg]
-        return max(seqs) if seqs else None
+        return self.last(pg, "enqueued")
+
+    def pgs(self) -> set[str]:
+        """The groups this dump knows of: configured, with a status, or in an entry."""
+        return (
+            {g for g in self.groups if self.groups[g].ranks or g in self.status}
+            | set(self.status)
+            | {e.pg for e in self.entries if not e.p2p}
+        )
+
+    def newest_ns(self) -> int:
+        return max((e.created_ns for e in self.entries), default=0)
 
     def to_dict(self) -> dict:
         return {
             "path": self.path,
             "rank": self.rank,
+            "rank_from": self.rank_from,
             "version": self.version,
             "entries": len(self.entries),
             "pg_status": self.status,
         }
 
 
-def looks_like_dump(path: str | os.PathLike[str]) -> bool:
-    """A pickle (protocol 2+) or a JSON object with "entries"; read only the first bytes."""
+# ---------------------------------------------------------------- recognising a dump
+def looks_like_dump(path_or_head: str | os.PathLike[str] | bytes) -> bool:
+    """Whether these first bytes (or a file's) are a pickle or a JSON object whose first keys
+    are a dump's. Cheap: only the head is read."""
+    head = path_or_head if isinstance(path_or_head, bytes) else _read_head(path_or_head)
+    others = (b"pg_status", b"pg_config", b"version")
+    if head[:1] == b"\x80":  # pickle protocol 2 and later (torch writes 2)
+        return b"entries" in head and any(k in head for k in others)
+    body = head.lstrip()
+    return (
+        body[:1] == b"{" and b'"entries"' in body and any(b'"' + k + b'"' in body for k in others)
+    )
+
+
+def _read_head(path: str | os.PathLike[str]) -> bytes:
     try:
         with open(path, "rb") as fh:
-            head = fh.read(4096)
+            return fh.read(HEAD)
     except OSError:
-        return False
-    return head[:1] == b"\x80" or (head.lstrip()[:1] == b"{" and b'"entries"' in head)
+        return b""
 
 
+def rank_from_name(path: str) -> int | None:
+    """The rank a dump's path names: the number its file name ends with (nccl_trace_rank_3,
+    job_dump_3.json, trace-3.pkl), else the number its folder ends with (rank3/trace, 3/dump)."""
+    parts = path.replace("\\", "/").split("/")
+    m = _RANK_SUFFIX.search(parts[-1])
+    if m:
+        return int(m.group(1))
+    if len(parts) > 1:
+        m = _RANK_DIR.match(parts[-2])
+        if m:
+            return int(m.group(1))
+    return None
+
+
+# ---------------------------------------------------------------- reading one
 def load(path: str | os.PathLike[str], rank: int | None = None) -> Dump | None:
-    """The dump at path, or None when it is not one (or refused, or too large)."""
+    """The dump at path, or None when it is not one, or is refused (read_file says why)."""
     try:
-        if os.path.getsize(path) > MAX_BYTES:
-            return None
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError:
+        return read_file(path, rank)
+    except DumpError:
         return None
+
+
+def read_file(path: str | os.PathLike[str], rank: int | None = None) -> Dump | None:
+    """The dump at path; None when the file is not a dump; DumpError when it looks like one but
+    cannot be read or is refused. `rank` is the rank the caller's layout names (a torchrun
+    folder), used when the dump does not say."""
+    p = os.fspath(path)
     try:
-        if raw[:1] == b"\x80":
-            data = _Refusing(io.BytesIO(raw)).load()
+        size = os.path.getsize(p)
+        if size > MAX_BYTES:
+            if not looks_like_dump(p):
+                return None
+            raise DumpError(
+                f"{p}: a Flight Recorder dump of {size >> 20} MiB, over the "
+                f"{MAX_BYTES >> 20} MiB kb reads"
+            )
+        with open(p, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise DumpError(f"cannot read {p}: {e.strerror or e}") from None
+    return read_bytes(raw, p, rank)
+
+
+def read_bytes(raw: bytes, name: str, rank: int | None = None) -> Dump | None:
+    """A dump from its bytes (a file, a tarball's member); None when they are not a dump."""
+    if raw[:2] == b"\x1f\x8b":  # a gzipped dump
+        raw = _gunzip(raw, name)
+    if not looks_like_dump(raw[:HEAD]):
+        return None
+    if len(raw) > MAX_BYTES:
+        raise DumpError(f"{name}: a Flight Recorder dump over the {MAX_BYTES >> 20} MiB kb reads")
+    data = _decode(raw, name)
+    if not isinstance(data, dict) or not (
+        isinstance(data.get("entries"), list) or isinstance(data.get("pg_status"), dict)
+    ):
+        raise DumpError(f"{name}: not a Flight Recorder dump (no entries list)")
+    return _dump(data, name, rank, _Budget(name, len(raw)))
+
+
+def _gunzip(raw: bytes, name: str) -> bytes:
+    import zlib
+
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = d.decompress(raw, MAX_BYTES + 1)
+    except zlib.error as e:
+        raise DumpError(f"{name}: a damaged gzip file ({e})") from None
+    return out
+
+
+def _decode(raw: bytes, name: str) -> object:
+    if raw[:1] == b"\x80":
+        n = len(raw) - len(raw.translate(None, _CONTAINER_OPS))  # one pass: their count
+        if n > MAX_OBJECTS:
+            raise DumpError(
+                f"{name}: refused: the pickle could build up to {n:,} containers "
+                f"(kb reads dumps of at most {MAX_OBJECTS:,})"
+            )
+        try:
+            return _Refusing(io.BytesIO(raw)).load()
+        except pickle.UnpicklingError as e:
+            raise DumpError(f"{name}: refused: {e}") from None
+        except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+            raise DumpError(f"{name}: a damaged pickle ({type(e).__name__}: {e})") from None
+        except (RecursionError, MemoryError) as e:
+            raise DumpError(
+                f"{name}: refused: the pickle is too large or too deep ({type(e).__name__})"
+            ) from None
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise DumpError(f"{name}: refused: JSON nested too deep") from None
+    except (ValueError, MemoryError) as e:
+        raise DumpError(f"{name}: damaged JSON ({type(e).__name__}: {str(e)[:120]})") from None
+
+
+class _Budget:
+    """What a dump may cost to read: values visited (shared ones at each visit) and depth."""
+
+    __slots__ = ("left", "limit", "name")
+
+    def __init__(self, name: str, size: int = 0):
+        self.left = self.limit = MIN_VISITS + size
+        self.name = name
+
+    def spend(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise DumpError(
+                f"{self.name}: refused: more than {self.limit:,} values to read (lists shared "
+                "through pickle references past what a dump of its size holds)"
+            )
+
+    def deep(self, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise DumpError(
+                f"{self.name}: refused: values nested more than {MAX_DEPTH} levels deep "
+                "(a dump nests 6)"
+            )
+
+
+def _plain(v: object, budget: _Budget, depth: int) -> object:
+    """v as nested tuples of scalars, walked iteratively within the budget: shared and deep
+    structures are refused, never followed without end."""
+    budget.deep(depth)
+    if not isinstance(v, (list, tuple)):
+        budget.spend()
+        return v if isinstance(v, (int, float, str, bool)) or v is None else str(v)[:200]
+    # An explicit stack: a 200,000-deep list must not reach Python's recursion limit.
+    root: list = []
+    stack: list[tuple[list, object, int]] = [(root, v, depth)]
+    while stack:
+        out, item, d = stack.pop()
+        budget.spend()
+        if isinstance(item, (list, tuple)):
+            budget.deep(d)
+            budget.spend(len(item))
+            inner: list = []
+            out.append(inner)
+            # children pushed in reverse so they are copied in order
+            for child in reversed(item):
+                stack.append((inner, child, d + 1))
+        elif isinstance(item, (int, float, str, bool)) or item is None:
+            out.append(item)
         else:
-            data = json.loads(raw)
-    except Exception:  # a refused global, a truncated file, bad JSON: not a dump we can read
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
-        return None
-    if rank is None:
-        m = _RANK_SUFFIX.search(os.path.basename(str(path)))
-        rank = int(m.group(1)) if m else None
-    entries = []
-    for e in data["entries"]:
-        if not isinstance(e, dict) or e.get("is_p2p"):
-            continue
-        pg = e.get("process_group")
-        pg_name = str(pg[0]) if isinstance(pg, (list, tuple)) and pg else str(e.get("pg_id", ""))
-        seq = _int(e.get("collective_seq_id"))
-        if seq is None:
-            continue
-        entries.append(
-            Entry(
-                pg_name,
-                seq,
-                str(e.get("profiling_name", "")),
-                str(e.get("state", "")),
-                e.get("input_sizes") or [],
-                e.get("frames") or [],
-            )
-        )
-    status = {}
-    for pg, st in (data.get("pg_status") or {}).items():
-        if isinstance(st, dict):
-            status[str(pg)] = {
-                k: v for k, v in ((k, _int(v)) for k, v in st.items()) if v is not None
-            }
-    return Dump(str(path), rank, str(data.get("version", "")), entries, status)
+            out.append(str(item)[:200])
+    return _freeze(root[0])
 
 
-def _int(v) -> int | None:
-    try:
+def _freeze(v: object) -> object:
+    # lists built by _plain are at most MAX_DEPTH deep: recursion is safe here
+    return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
+
+
+def _str(v: object, budget: _Budget, limit: int = 400) -> str:
+    budget.spend()
+    if isinstance(v, str):
+        return v[:limit]
+    if isinstance(v, (int, float, bool)) or v is None:
+        return "" if v is None else str(v)
+    return str(_plain(v, budget, 1))[:limit]
+
+
+def _int(v: object) -> int | None:
+    if isinstance(v, bool):
         return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-def desync(dumps: list[Dump]) -> Desync | None:
-    """The first collective (per process group, the default group first) that some ranks did not
-    reach, or reached with another op or other sizes."""
-    ranked = [d for d in dumps if d.rank is not None]
-    if len(ranked) < 2:
-        return None
-    pgs = sorted({e.pg for d in ranked for e in d.entries}, key=lambda p: (p != "0", p))
-    for pg in pgs:
-        found = _pg_desync(pg, ranked)
-        if found:
-            return found
+    if isinstance(v, int):
+        return v
+    if isinstance(v, (str, float)):
+        try:
+            return int(v)
+        except (TypeError, ValueError, OverflowError):
+            return None
     return None
 
 
-def _pg_desync(pg: str, dumps: list[Dump]) -> Desync | None:
-    # rank -> the last collective it enqueued in this group (dumps without either are not
-    # evidence: the caller passes only dumps that name their rank)
-    last: dict[int, int] = {}
-    for d in dumps:
-        v = d.last_enqueued(pg)
-        if d.rank is not None and v is not None:
-            last[d.rank] = v
-    if len(last) < 2:
+def _dump(data: dict, name: str, rank: int | None, budget: _Budget) -> Dump:
+    raw_entries = data.get("entries")
+    entries: list[Entry] = []
+    id_to_name: dict[str, str] = {}
+    if isinstance(raw_entries, list):
+        # every entry's scalar fields (torch writes about 20), counted at once
+        budget.spend(len(raw_entries) * 24)
+        newest = len(raw_entries) - FRAMES_KEPT  # the ring buffer is in the order it was written
+        for i, e in enumerate(raw_entries):
+            if type(e) is not dict:
+                raise DumpError(f"{name}: entry {i} is not a record ({type(e).__name__})")
+            ent = _entry(e, budget, i >= newest)
+            if ent is None:
+                continue
+            entries.append(ent)
+            if ent.pg_id:
+                id_to_name.setdefault(ent.pg_id, ent.pg)
+    groups: dict[str, Group] = {}
+    cfg = data.get("pg_config")
+    if isinstance(cfg, dict):
+        budget.spend(len(cfg))
+        for key, g in cfg.items():
+            if not isinstance(g, dict):
+                continue
+            gname = _str(g.get("name", key), budget) or _str(key, budget)
+            ranks = _ranks(g.get("ranks"), budget)
+            groups[gname] = Group(gname, _str(g.get("desc", ""), budget), ranks)
+    status: dict[str, dict[str, int]] = {}
+    st = data.get("pg_status")
+    if isinstance(st, dict):
+        budget.spend(len(st))
+        for key, s in st.items():
+            if not isinstance(s, dict):
+                continue
+            k = _str(key, budget)
+            pg = id_to_name.get(k) or k
+            vals: dict[str, int] = {}
+            for sk, sv in s.items():
+                budget.spend()
+                iv = _int(sv)
+                if isinstance(sk, str) and iv is not None:
+                    vals[sk[:64]] = iv
+            status[pg] = vals
+    path_rank = rank if rank is not None else rank_from_name(name)
+    own, rank_from = _own_rank(data, groups)
+    named = None
+    if own is None:
+        own, rank_from = path_rank, ("caller" if rank is not None else "name")
+        if own is None:
+            rank_from = "none"
+        elif any(g.ranks and own not in g.ranks for g in groups.values()):
+            # The name says a rank its own groups do not hold: a dump named by its rank within
+            # a sub-group (ProcessGroupNCCL does that when the default group is not NCCL), or
+            # renamed. Its rank is unknown, and it is not compared.
+            own, named, rank_from = None, own, "contradicted"
+    return Dump(
+        name,
+        own,
+        _str(data.get("version", ""), budget, 32),
+        tuple(entries),
+        status,
+        groups,
+        rank_from,
+        _str(data.get("comm_lib_version", ""), budget, 32),
+        named,
+    )
+
+
+def _own_rank(data: dict, groups: dict[str, Group]) -> tuple[int | None, str]:
+    """The rank the dump itself names: a "rank" key, else the one rank common to every group it
+    configures (a rank of a tensor-, a pipeline- and a data-parallel group is pinned down by
+    them; a dump of the default group alone is not)."""
+    r = _int(data.get("rank"))
+    if r is not None and r >= 0:
+        return r, "dump"
+    common: set[int] | None = None
+    for g in groups.values():
+        if g.ranks:
+            common = set(g.ranks) if common is None else common & set(g.ranks)
+    if common is not None and len(common) == 1:
+        return next(iter(common)), "groups"
+    return None, "none"
+
+
+def _ranks(v: object, budget: _Budget) -> tuple[int, ...]:
+    """pg_config's ranks: a string "[0, 1, 2]" in torch's dumps, a list in some tools'."""
+    if isinstance(v, str):
+        budget.spend(len(v) // 4 + 1)
+        return _rank_list(v[: 8 << 20])
+    if isinstance(v, (list, tuple)):
+        flat = _plain(v, budget, 2)
+        items = flat if isinstance(flat, tuple) else ()
+        return tuple(sorted({x for x in items if isinstance(x, int)}))
+    return ()
+
+
+def _s(v: object, limit: int = 400) -> str:
+    """A scalar as text (the caller has counted it in the budget)."""
+    if type(v) is str:
+        return v if len(v) <= limit else v[:limit]
+    if v is None:
+        return ""
+    if isinstance(v, (int, float, bool)):
+        return str(v)
+    return type(v).__name__  # a container where text belongs: not walked
+
+
+def _sizes(v: object, budget: _Budget) -> tuple:
+    """input_sizes: a list of lists of ints in every dump; anything else goes through the
+    bounded walk."""
+    if type(v) is list and len(v) <= 64 and all(type(x) is list and len(x) <= 16 for x in v):
+        out = tuple(map(tuple, v))
+        if not out or all(set(map(type, x)) <= _INT_ONLY for x in out):
+            return out
+    got = _plain(v if v is not None else (), budget, 1)
+    return got if isinstance(got, tuple) else (got,)
+
+
+_INT_ONLY = {int}
+_STR_ONLY = {str}
+
+
+@lru_cache(maxsize=4096)
+def _rank_list(text: str) -> tuple[int, ...]:
+    # every dump of a job lists its world group and the groups it shares with others: parsed once
+    return tuple(sorted({int(x) for x in _INTS.findall(text)}))
+
+
+def _entry(e: dict, budget: _Budget, frames_too: bool) -> Entry | None:
+    # the caller counted its scalar fields in the budget; what nests is counted here
+    get = e.get
+    p2p = bool(get("is_p2p"))
+    v = get("p2p_seq_id") if p2p else get("collective_seq_id")
+    seq = v if type(v) is int else _int(v)
+    if seq is None:
         return None
-    top = max(last.values())
-    behind = sorted(r for r, v in last.items() if v < top)
-    if behind:
-        seq = min(last[r] for r in behind) + 1
-        op = next((e.op for d in dumps for e in d.entries if e.pg == pg and e.seq == seq), None)
-        waiting = sorted(r for r, v in last.items() if v >= seq)
-        missing = sorted(r for r, v in last.items() if v < seq)
-        return Desync(seq, op, missing, waiting, "flight-recorder", pg)
-    by_seq: dict[int, dict[int, Entry]] = {}
-    for d in dumps:
-        for e in d.entries:
-            if e.pg == pg and d.rank is not None:
-                by_seq.setdefault(e.seq, {})[d.rank] = e
-    for seq in sorted(by_seq):
-        seen = by_seq[seq]
-        if len(seen) < len(last):
-            continue  # evicted from some rank's ring buffer: nothing to compare
-        ops = {e.op for e in seen.values()}
-        sizes = {json.dumps(e.sizes) for e in seen.values()}
-        if len(ops) > 1 or len(sizes) > 1:
-            detail = "; ".join(f"rank {r}: {e.op} {e.sizes}" for r, e in sorted(seen.items()))
-            return Desync(
-                seq,
-                "/".join(sorted(ops)),
-                [],
-                sorted(seen),
-                "flight-recorder",
-                pg,
-                detail=("different ops" if len(ops) > 1 else "different sizes") + f" ({detail})",
+    pg = get("process_group")
+    if isinstance(pg, (list, tuple)) and len(pg) == 2 and type(pg[0]) is str and type(pg[1]) is str:
+        pg_name, pg_desc = pg[0][:200], pg[1][:200]  # as every dump has it
+    elif isinstance(pg, (list, tuple)) and pg:
+        pg_name = _s(pg[0], 200)
+        pg_desc = _s(pg[1], 200) if len(pg) > 1 else ""
+    else:
+        pg_name, pg_desc = _s(get("pg_id", ""), 200), ""
+    pg_id = get("pg_id")
+    frames: list[tuple[str, str, int]] = []
+    raw_frames = get("frames") if frames_too else None
+    if isinstance(raw_frames, (list, tuple)):
+        budget.spend(min(len(raw_frames), MAX_FRAMES) * 4)
+        for f in raw_frames[:MAX_FRAMES]:
+            if isinstance(f, dict):
+                frames.append(
+                    (
+                        _s(f.get("name", ""), 200),
+                        _s(f.get("filename", "")),
+                        _int(f.get("line")) or 0,
+                    )
+                )
+    dtypes = get("input_dtypes")
+    if type(dtypes) is list and len(dtypes) <= 64 and set(map(type, dtypes)) <= _STR_ONLY:
+        dts = tuple(dtypes)
+    else:
+        flat = _plain(dtypes or (), budget, 1)
+        dts = tuple(str(x) for x in flat) if isinstance(flat, tuple) else (str(flat),)
+    op = get("profiling_name", "")
+    state = get("state", "")
+    created = get("time_created_ns")
+    return Entry(
+        pg_name,
+        seq,
+        op[:200] if type(op) is str else _s(op, 200),
+        state[:32] if type(state) is str else _s(state, 32),
+        _sizes(get("input_sizes"), budget),
+        dts,
+        p2p,
+        created if type(created) is int else (_int(created) or 0),
+        tuple(frames),
+        pg_desc,
+        "" if pg_id is None else (str(pg_id) if type(pg_id) is int else _s(pg_id, 32)),
+    )
+
+
+# ---------------------------------------------------------------- tarballs of dumps
+MAX_MEMBERS = 100_000
+
+
+def read_tarball(path: str) -> tuple[list[Dump], list[str], list[str]]:
+    """The dumps in a tarball (gzip, bz2, xz or plain), read in memory, never extracted: (dumps,
+    problems, members that are not dumps). Ranks from the dumps, else from the member's name or
+    folder (a folder per rank)."""
+    import tarfile
+
+    dumps: list[Dump] = []
+    problems: list[str] = []
+    others: list[str] = []
+    try:
+        tar = tarfile.open(path, "r:*")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        return [], [f"cannot read {path} as a tarball: {e}"], []
+    with tar:
+        n = 0
+        try:
+            for m in tar:
+                n += 1
+                if n > MAX_MEMBERS:
+                    problems.append(
+                        f"{path}: more than {MAX_MEMBERS:,} members; the rest were not read"
+                    )
+                    break
+                if not m.isfile():
+                    continue
+                where = f"{path}:{m.name}"
+                if m.size > MAX_BYTES:
+                    others.append(where)
+                    continue
+                fh = tar.extractfile(m)
+                if fh is None:
+                    continue
+                raw = fh.read(MAX_BYTES + 1)
+                try:
+                    d = read_bytes(raw, where, rank_from_name(m.name))
+                except DumpError as e:
+                    problems.append(str(e))
+                    continue
+                if d is None:
+                    others.append(where)
+                else:
+                    dumps.append(d)
+        except (tarfile.TarError, OSError, EOFError, ValueError) as e:
+            problems.append(
+                f"{path}: the tarball ends early or is damaged ({e}); read what it held"
             )
-    return None
+    return dumps, problems, others
+
+
+def is_tarball(path: str | os.PathLike[str]) -> bool:
+    name = os.fspath(path).lower()
+    return name.endswith((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz"))

@@ -41,7 +41,12 @@ _RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(-?\d+)\)")
 _EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)\s*(?:\((SIG\w+)\))?")
 _BORDER = re.compile(r"^\s*(?:-{8,}|={8,})\s*$")
 _LABEL = re.compile(r"^\d{1,5}: ")  # srun --label on every line
-_FORCED = re.compile(r"Unable to shutdown process (\d+) via \S+, forcefully exiting via \S*SIGKILL")
+# "... via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL"; torch 2.13 prints the
+# numbers: "Unable to shutdown process 1880 via 15, forcefully exiting via 9"
+_CLOSING = re.compile(r"Sending process (\d+) closing signal (?:Signals\.)?SIGTERM\b")
+_FORCED = re.compile(
+    r"Unable to shutdown process (\d+) via \S+, forcefully exiting via (?:\S*SIGKILL|9\b)"
+)
 
 
 @record
@@ -139,12 +144,23 @@ def _signal_name(exitcode: int | None) -> str | None:
         return None
 
 
-def forced_kills(texts) -> set[int]:
-    """PIDs the agent SIGKILLed after they ignored its SIGTERM: their SIGKILL is its doing."""
+def forced_kills(texts, failures: list[Failure] | None = None) -> set[int]:
+    """PIDs the agent SIGKILLed after they ignored its SIGTERM: their SIGKILL is its doing. Said
+    by its "forcefully exiting" line; or, when that line was not kept, by a process it sent
+    SIGTERM ("Sending process N closing signal SIGTERM") that then died of SIGKILL: the agent
+    escalates only when SIGTERM did not end it."""
     out = set()
+    asked = set()
     for t in texts:
         if "forcefully exiting" in t:
             m = _FORCED.search(t)
             if m:
                 out.add(int(m.group(1)))
+        elif "closing signal" in t:
+            m = _CLOSING.search(t)
+            if m:
+                asked.add(int(m.group(1)))
+    for f in failures or ():
+        if f.pid in asked and f.signal == "SIGKILL":
+            out.add(f.pid)
     return out

@@ -1,0 +1,883 @@
+"""The root failure of a log: the first failure in it that is not a consequence of another, read
+whether or not any entry knows it (kb.model.root.RootFailure).
+
+What counts as a failure, in the order the log prints them:
+- a Python exception: the line after a traceback's frames ("FileNotFoundError: [Errno 2] ..."),
+  or a line that is one on its own ("torch.OutOfMemoryError: CUDA out of memory. ..."), with
+  its message (the lines it goes on over, up to a blank line or a new record), its frames and
+  the package each frame is in; a C++ exception's "terminate called after throwing an instance
+  of 'c10::Error'" with its `what():` line;
+- a signal the shell or Python reported ("Killed", "Segmentation fault (core dumped)",
+  "Fatal Python error: Bus error");
+- a launcher's or scheduler's report (torchrun's "failed (exitcode: -9) local_rank: ...", its
+  ChildFailedError summary, srun's "task 0: Killed", Slurm's "CANCELLED ... DUE TO TIME LIMIT",
+  mp.spawn's "process 0 terminated with signal SIGKILL", a CalledProcessError);
+- the kernel's own line (an NVRM Xid, the OOM killer, a segfault line);
+- a bare non-zero exit status ("Process finished with exit code 1").
+
+Which exception is the root, for each way Python and the wrappers chain them (the original
+cause, never the wrapper):
+- "The above exception was the direct cause of the following exception" (`raise B from A`): A,
+  the first printed. B is in `chain` as `cause`.
+- "During handling of the above exception, another exception occurred" (B raised in A's
+  `except`): A, the first printed: the handler failed because A happened (a translation to
+  another type, a failing cleanup). B is in `chain` as `context`.
+- Wrappers that print the original after themselves: mp.spawn's ProcessRaisedException ("-- Process
+  N terminated with the following error:"), torch's ExceptionWrapper ("Caught KeyError in DataLoader
+  worker process 0." then "Original Traceback"; also DataParallel replicas and the pin-memory
+  thread), Ray's `RayTaskError(X)` (X's frames follow), the `RemoteTraceback` of
+  concurrent.futures and multiprocessing.pool: the original, printed after. Lightning's
+  multi-process launchers and accelerate's notebook_launcher go through mp.spawn, and
+  accelerate's RuntimeError("An issue was found when launching the training") is raised from
+  it: the original still comes first. The wrapper is in `chain` as `wrapper`.
+- Launchers that report a child's failure after it (torchrun's ChildFailedError and its agent's
+  "failed (exitcode: ...)", subprocess's CalledProcessError from `accelerate launch` or a
+  DeepSpeed runner, srun's task report): the child's own exception when the log shows it
+  (earlier in the log, or in the ChildFailedError summary's traceback from the error file);
+  the report itself (kind `launcher`) when nothing else is shown. Lightning, HF Trainer and
+  accelerate's Accelerator re-raise the original exception unchanged: nothing to unwrap.
+- An exception Python reports as ignored ("Exception ignored in: ...") is no failure.
+
+Several failures: the first in the log that is neither a wrapper nor a consequence of another
+failure (a timeout waiting for a peer, the launcher's SIGTERM, an aborted communicator: the
+classes kb.job.consequences names, given as `consequence`); when every failure is a consequence,
+the first of them, marked with its class. `others` counts the failures left, each once (the same
+exception and message printed by several ranks is one). Lines from several ranks are read as one
+stream per rank (the scan has peeled their launcher prefixes and kept the rank), so tracebacks
+printed at the same time do not mix.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterable
+
+from kb.model.root import ChainLink, Frame, Origin, Relation, RootFailure, RootKind
+from kb.scan.extract import Line, Scan
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import Any
+
+    Consequence = Callable[[str], str | None]
+
+MAX_MESSAGE_LINES = 12
+MAX_MESSAGE = 2000
+MAX_CHAIN = 8
+
+
+class _Lazy:
+    """A regex compiled on first use (a one-line lookup needs few of them)."""
+
+    __slots__ = ("args", "rx")
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.args = (pattern, flags)
+        self.rx: re.Pattern | None = None
+
+    def get(self) -> re.Pattern:
+        if self.rx is None:
+            self.rx = re.compile(*self.args)
+        return self.rx
+
+
+_HEADER = "Traceback (most recent call last)"
+_CAUSE = "The above exception was the direct cause of the following exception"
+_CONTEXT = "During handling of the above exception, another exception occurred"
+# Python's frames, faulthandler's ("line 12 in f": no comma) and IPython 8's.
+_FRAME = _Lazy(
+    r'^File "(?P<file>[^"]*)", line (?P<line>\d+)(?:,? in (?P<func>.+))?$'
+    r"|^File (?P<ifile>[^\s\"].*?):(?P<iline>\d+), in (?P<ifunc>.+)$"
+    r"|^(?P<cell>Cell In ?\[\d*\]), line (?P<cline>\d+)$"
+    # IPython 7's "<ipython-input-7-4f66> in <module>", "~/x/model.py in fit(self, X)": the line
+    # number comes on the arrow line under it ("--> 148 ...").
+    r"|^(?P<pfile><ipython-input-[\w-]+>|[^\s<]\S*\.py) in (?P<pfunc><[^>]*>|[\w.]+)(?:\(.*)?$"
+)
+_ARROW = _Lazy(r"^-+>\s*(?P<n>\d+)\s(?P<code>.*)$")
+# An exception line after a traceback's frames: any name Python prints there.
+_EXC_AFTER = _Lazy(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:\((?:[\w.]+\.)?[A-Z]\w*\))?)(?::(?P<msg>.*))?$"
+)
+# An exception line with no traceback above it: the name must say it is one.
+_EXC_ALONE = _Lazy(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*(?:_*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Failed)"
+    r"|Exception|KeyboardInterrupt|StopIteration|SystemExit|BrokenProcessPool|_RemoteTraceback"
+    r"|RemoteTraceback)(?:\((?:[\w.]+\.)?[A-Z]\w*\))?)(?::(?P<msg>.*))?$"
+)
+# An exception named inside a line: after a space, quote, backtick, colon or markup.
+_MENTION = _Lazy(
+    r"(?:^|[\s`'\"(>:：*_#|])(?P<type>(?:[A-Za-z_]\w*\.)*_*[A-Z]\w*(?:Error|Exception|Interrupt))"
+    r"(?:\s*[:：]\s*(?P<msg>.*)|[`'\"]?\s*$)"
+)
+_CXX = _Lazy(r"terminate called after throwing an instance of '(?P<type>[^']+)'")
+_WHAT = _Lazy(r"^what\(\):\s*(?P<msg>.*)$")
+_MP_MARK = _Lazy(r"^-- Process (?P<n>\d+) terminated with the following error:$")
+_CAUGHT = _Lazy(r"^Caught (?P<inner>\w+) (?P<where>in .+?)\.?$")
+_IGNORED = "Exception ignored in"
+
+# Signals, as shells and Python report them (bash's job report "line 1: 123 Killed  python x.py",
+# zsh's "zsh: killed  python x.py", a bare "Killed"; glibc's strsignal texts, some translated).
+_SIG_TEXT = {
+    "killed": "SIGKILL",
+    "segmentation fault": "SIGSEGV",
+    "aborted": "SIGABRT",
+    "abort": "SIGABRT",
+    "bus error": "SIGBUS",
+    "illegal instruction": "SIGILL",
+    "illegal hardware instruction": "SIGILL",
+    "floating point exception": "SIGFPE",
+    "terminated": "SIGTERM",
+    "已杀死": "SIGKILL",
+    "段错误": "SIGSEGV",
+    "已放弃": "SIGABRT",
+    "总线错误": "SIGBUS",
+    "非法指令": "SIGILL",
+    "浮点数例外": "SIGFPE",
+    "speicherzugriffsfehler": "SIGSEGV",
+    "erreur de segmentation": "SIGSEGV",
+}
+_SIG_WORDS = "|".join(sorted((re.escape(w) for w in _SIG_TEXT), key=len, reverse=True))
+_SHELL_SIGNAL = _Lazy(
+    rf"^(?:(?:\S+: )?line \d+:\s+\d+\s+|zsh: |\d+\s+)?(?P<sig>{_SIG_WORDS})"
+    r"(?:\s*\((?:core dumped|核心已转储|Speicherabzug geschrieben)\))?(?P<cmd>\s+\S.*)?$",
+    re.I,
+)
+_FATAL = _Lazy(r"^Fatal Python error: (?P<what>.+)$")
+_SIGNALS = {
+    1: "SIGHUP",
+    2: "SIGINT",
+    3: "SIGQUIT",
+    4: "SIGILL",
+    5: "SIGTRAP",
+    6: "SIGABRT",
+    7: "SIGBUS",
+    8: "SIGFPE",
+    9: "SIGKILL",
+    10: "SIGUSR1",
+    11: "SIGSEGV",
+    12: "SIGUSR2",
+    13: "SIGPIPE",
+    14: "SIGALRM",
+    15: "SIGTERM",
+}
+# Launchers and schedulers (torch/distributed/elastic/multiprocessing/api.py, Slurm, DeepSpeed).
+_TORCHRUN_FAILED = _Lazy(
+    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
+)
+_SRUN = _Lazy(
+    r"^srun: error: (?P<node>\S+): tasks? (?P<task>[\d,-]+): (?P<what>.+?)\s*$"
+)
+_SLURM_CANCEL = _Lazy(
+    r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
+    r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*"
+)
+_DS_EXIT = _Lazy(r"exits with return code = (?P<code>-?\d+)")
+# The kernel (dmesg, journalctl, a cluster's health log) and Slurm's relay of the OOM killer.
+_KERNEL = _Lazy(
+    r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<xid>\d+)"
+    r"|(?:Memory cgroup )?[Oo]ut of memory: Kill(?:ed)? process (?P<pid>\d+)"
+    r"|invoked oom-killer|\boom-kill:|Detected \d+ oom[_-]kill event"
+    r"|\bsegfault at [0-9a-f]+ ip [0-9a-f]+"
+)
+_EXIT = _Lazy(
+    r"\b(?:exit(?:ed)?|finished|completed|failed)\b[^\n]{0,40}?\b(?:exit )?(?:code|status)"
+    r"[ :=]+(?P<code>-?\d+)(?:\s*\(interrupted by signal (?P<sig>\d+))?",
+    re.I,
+)
+# Signals and exit codes said inside an exception's message.
+_MSG_SIGNAL = _Lazy(
+    r"got signal: (?P<n>\d+)|terminated with signal (?P<name>SIG\w+)|killed by signal: (?P<text>[\w ]+)"
+    r"|died with <Signals\.(?P<sname>SIG\w+)|Signal (?P<n2>\d+) \(SIG\w+\) received"
+)
+_MSG_EXIT = _Lazy(r"(?:exit status|exit code|exitcode:?) (?P<code>-?\d+)")
+
+# Wrappers: (what prints them, how to tell them). Their original follows them ("after") or was
+# printed before them ("report").
+_AFTER_WRAPPERS = ("mp.spawn", "dataloader-worker", "exception-wrapper", "ray", "remote-traceback")
+
+
+def _wrapper_of(exc: str, message: str) -> str:
+    name = exc.rsplit(".", 1)[-1]
+    first = message.split("\n", 1)[0].strip()
+    if name == "ProcessRaisedException" or (
+        name == "Exception" and _MP_MARK.get().match(_second_line(message))
+    ):
+        return "mp.spawn"
+    m = _CAUGHT.get().match(first)
+    if m:
+        return "dataloader-worker" if "DataLoader worker" in m.group("where") else "exception-wrapper"
+    if name.startswith("RayTaskError") or (
+        name == "ActorDiedError" and "raised in its creation task" in first
+    ):
+        return "ray"
+    if name.endswith("RemoteTraceback"):
+        return "remote-traceback"
+    if name == "ChildFailedError":
+        return "torchrun"
+    if name == "CalledProcessError":
+        return "subprocess"
+    if name == "ProcessExitedException":
+        return "mp.spawn"
+    return ""
+
+
+def _second_line(message: str) -> str:
+    rest = [ln.strip() for ln in message.split("\n")[1:] if ln.strip()]
+    return rest[0] if rest else ""
+
+
+# ---------------------------------------------------------------- frames and packages
+_SITE = _Lazy(r"/(?:site|dist)-packages/(?P<rest>[^\n]+)", re.I)
+_STDLIB_UNIX = _Lazy(r"/lib/(?:python|pypy)\d(?:\.\d+)?/(?P<mod>[^/]+)", re.I)
+_STDLIB_WIN = _Lazy(
+    r"/(?:python\d*|anaconda\d*|miniconda\d*|miniforge\d*|mambaforge|conda|envs/[^/]+|versions/[\d.]+)"
+    r"/lib/(?P<mod>[^/]+)",
+    re.I,
+)
+_SCRIPTS = _Lazy(r"/(?:bin|Scripts)/(?P<name>[\w.-]+?)(?:\.exe)?$")
+
+
+def package_of(path: str) -> tuple[Origin, str]:
+    """Whose code a frame's file is: (origin, package). The package is the top-level import
+    name for an installed package (from site-packages / dist-packages in pip, conda, venv,
+    Debian and Windows layouts), the module for the standard library ("json", "importlib" for
+    `<frozen importlib._bootstrap>`), "" for the user's own code."""
+    p = path.replace("\\", "/")
+    if p.startswith("<frozen "):
+        return Origin.STDLIB, p[8:].rstrip(">").split(".")[0]
+    if p.startswith("<eval_with_key>"):
+        return Origin.PACKAGE, "torch"  # torch.fx's generated forward
+    if p.startswith("<"):
+        return Origin.USER, ""  # <string>, <stdin>, <ipython-input-3-...>
+    m = _SITE.get().search(p)
+    if m:
+        parts = [s for s in m.group("rest").split("/") if s]
+        first = parts[0] if parts else ""
+        if first.endswith((".egg", ".egg-link")) and len(parts) > 1:
+            first = parts[1]
+        return Origin.PACKAGE, _module_name(first)
+    if "/torchinductor_" in p:
+        return Origin.PACKAGE, "torch"  # code Inductor generated and compiled
+    if "/transformers_modules/" in p:
+        return Origin.PACKAGE, "transformers_modules"  # a model's code fetched from the Hub
+    for rx in (_STDLIB_UNIX, _STDLIB_WIN):
+        m = rx.get().search(p)
+        if m:
+            mod = _module_name(m.group("mod"))
+            if mod == "lib-dynload" or mod in sys.stdlib_module_names:
+                return Origin.STDLIB, mod
+    m = _SCRIPTS.get().search(p)
+    if m and not m.group("name").endswith(".py"):
+        return Origin.PACKAGE, m.group("name")  # a console script pip wrote (torchrun, accelerate)
+    return Origin.USER, ""
+
+
+def _module_name(part: str) -> str:
+    # "six.py" -> six; "_cffi_backend.cpython-310-x86_64-linux-gnu.so" -> _cffi_backend
+    return part.split(".", 1)[0] if part.endswith((".py", ".so", ".pyd", ".pyc")) else part
+
+
+def _frame(m: re.Match) -> Frame:
+    if m.group("cell"):
+        return Frame(m.group("cell"), int(m.group("cline")), "", "", Origin.USER)
+    file = next(f for f in (m.group("file"), m.group("ifile"), m.group("pfile")) if f is not None)
+    line = m.group("line") or m.group("iline") or "0"
+    func = (m.group("func") or m.group("ifunc") or m.group("pfunc") or "").strip()
+    origin, pkg = package_of(file)
+    return Frame(file, int(line), func, pkg, origin)
+
+
+# ---------------------------------------------------------------- reading a stream
+# An item: (line number, indentation, text, the scan's Line or None for a context line).
+Item = tuple[int, int, str, "Line | None"]
+
+
+class _Event:
+    """A failure found in a stream, before the root is chosen."""
+
+    __slots__ = (
+        "consequence",
+        "exception",
+        "exit_code",
+        "frames",
+        "held",
+        "ignored",
+        "kind",
+        "line",
+        "link",
+        "mention",
+        "message",
+        "number",
+        "rank",
+        "report",
+        "signal",
+        "source",
+        "span",
+        "truncated",
+        "wrapper",
+    )
+
+    def __init__(self, kind: RootKind, number: int, line: str, **kw: Any):
+        self.kind = kind
+        self.number = number
+        self.line = line
+        self.exception = ""
+        self.message = ""
+        self.frames: list[Frame] = []
+        self.wrapper = ""  # set for an exception that wraps or reports another failure
+        self.report = False  # a report of a failure shown elsewhere (a launcher's, a cut traceback)
+        self.link = ""  # how it is tied to the event before it: cause | context | inner
+        self.ignored = False
+        self.mention = False  # an exception named inside a sentence, not a line of its own
+        self.truncated = False
+        self.signal = ""
+        self.exit_code: int | None = None
+        self.consequence = ""
+        self.rank: int | None = None
+        self.source = 0
+        self.held: Line | None = None  # the scan's line, when it holds a summary block
+        self.span = 0  # lines after its own that its message went on over
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What makes two events one failure: the same exception and message (from two ranks),
+        the same signal (Python's fatal error and the shell's report of it)."""
+        if self.signal and not self.exception:
+            return ("signal", "", self.signal)
+        return (self.kind.value, self.exception, self.message or self.line)
+
+
+def _depth(prefix: str) -> int:
+    return len(prefix) - len(prefix.rstrip()) if prefix else 0
+
+
+def _streams(lines: Iterable[Line]) -> dict[tuple[int, int | None], list[Item]]:
+    """Each rank's lines of each input, in order, with the traceback lines the scan kept
+    around them (Line.context); a line kept in its own right wins over a context copy."""
+    by_key: dict[tuple[int, int | None], dict[int, Item]] = {}
+    lines = list(lines)
+    for ln in lines:
+        d = by_key.setdefault((ln.source, ln.rank), {})
+        for off, t in ln.context:
+            n = ln.number + off
+            if n not in d and t.strip():
+                s = t.lstrip(" ")
+                d[n] = (n, len(t) - len(s), s.strip(), None)
+    own: set[tuple[int, int | None, int]] = set()
+    for ln in lines:
+        key = (ln.source, ln.rank, ln.number)
+        if key in own:
+            continue  # the scan's join of a wrapped line with the next: the line itself is read
+        own.add(key)
+        by_key[(ln.source, ln.rank)][ln.number] = (ln.number, _depth(ln.prefix), ln.text, ln)
+    return {k: [d[n] for n in sorted(d)] for k, d in by_key.items()}
+
+
+def _is_header(text: str) -> bool:
+    return text.endswith((_HEADER + ":", _HEADER))
+
+
+def _header_type(text: str) -> str:
+    """The exception IPython names on its traceback's header line, or ""."""
+    body = text[: -len(_HEADER) - (1 if text.endswith(":") else 0)]
+    head = body.strip()
+    if not head or " " in head or not body.endswith("  "):
+        return ""  # IPython pads the name into a column; "Original Traceback" is torch's wrapper
+    return head if _exception_line(head) else ""
+
+
+def _is_frame(text: str) -> re.Match | None:
+    if not text.startswith(("File ", "Cell In", "<ipython-input")) and ".py in " not in text:
+        return None
+    return _FRAME.get().match(text)
+
+
+_LOWER_EXCEPTIONS = ("error", "timeout", "gaierror", "herror")  # socket.timeout, select.error...
+
+
+def _exception_name_ok(name: str) -> bool:
+    """After frames any class name is printed as it is, but class names are CamelCase (a few of
+    the standard library's are not): a source line whose indentation a paste lost
+    ("self.queue.wait(remaining)", "main") is not an exception line."""
+    last = name.split("(", 1)[0].rsplit(".", 1)[-1].lstrip("_")
+    if not last:
+        return False
+    return last[0].isupper() or ("." in name and last in _LOWER_EXCEPTIONS)
+
+
+_FRAME_EXTRAS = ("[Previous line repeated",)  # Python's note on a recursion's repeated frames
+
+
+def _exception_line(text: str) -> bool:
+    m = _EXC_AFTER.get().match(text)
+    return m is not None and _exception_name_ok(m.group("type"))
+
+
+class _Reader:
+    def __init__(self, items: list[Item], source: int, rank: int | None):
+        self.items = items
+        self.source = source
+        self.rank = rank
+        self.events: list[_Event] = []
+        self.skip_until = -1  # line numbers up to this were read as part of a summary block
+
+    def read(self) -> list[_Event]:
+        items = self.items
+        link = ""
+        ignored = False
+        i = 0
+        while i < len(items):
+            n, _, text, _ = items[i]
+            if n <= self.skip_until:
+                i += 1
+                continue
+            if text.startswith(_CAUSE):
+                link, i = "cause", i + 1
+                continue
+            if text.startswith(_CONTEXT):
+                link, i = "context", i + 1
+                continue
+            if _MP_MARK.get().match(text):
+                link, i = "inner", i + 1
+                continue
+            if text.startswith(_IGNORED):
+                ignored, i = True, i + 1
+                continue
+            if _is_header(text) or _is_frame(text):
+                ev, i = self._traceback(i)
+                if ev is not None:
+                    ev.ignored = ignored
+                    self._add(ev, link or ("inner" if text.startswith("Original ") else ""))
+                link, ignored = "", False
+                continue
+            ev = self._line_event(i)
+            if ev is not None:
+                ev.ignored = ignored
+                self._add(ev, link)
+                link, ignored = "", False
+                i += ev.span
+            i += 1
+        return self.events
+
+    def _add(self, ev: _Event, link: str) -> None:
+        ev.source, ev.rank = self.source, self.rank
+        prev = self.events[-1] if self.events else None
+        after = prev is not None and prev.wrapper in _AFTER_WRAPPERS and not prev.report
+        if not link and after and not ev.wrapper:
+            link = "inner"  # Ray's frames, a remote traceback: the original follows its wrapper
+        ev.link = link
+        self.events.append(ev)
+        if ev.wrapper == "torchrun" and ev.held is not None and ev.held.block:
+            for inner in self._summary(ev, ev.held):
+                self._add(inner, inner.link or "inner")
+
+    # ------------------------------------------------------------ tracebacks
+    def _traceback(self, i: int) -> tuple[_Event | None, int]:
+        items = self.items
+        n0, d0, t0, _ = items[i]
+        header = _is_header(t0)
+        base = d0 if header else max(0, d0 - 2)
+        j = i + 1 if header else i
+        frames: list[Frame] = []
+        code_for: int | None = None  # index of the frame whose source line comes next
+        frame_n = -1  # the line number of the last frame
+        while j < len(items):
+            n, d, t, _ = items[j]
+            m = _is_frame(t)
+            if m:
+                frames.append(_frame(m))
+                code_for, frame_n = len(frames) - 1, n
+                j += 1
+                continue
+            if not frames:
+                break
+            # A frame's source line is indented under it; a paste that lost the indentation
+            # still puts it right under its frame, and it is no exception line.
+            bare_source = n == frame_n + 1 and not _exception_line(t)
+            arrow = _ARROW.get().match(t) if t.startswith("-") else None
+            if d > base + 1 or bare_source or arrow or t.startswith(_FRAME_EXTRAS):
+                f = frames[-1]
+                if arrow:  # IPython: the arrow marks the frame's line (7 prints no other)
+                    line, code = f.line or int(arrow.group("n")), arrow.group("code").strip()
+                    frames[-1] = Frame(f.file, line, f.function, f.package, f.origin, code)
+                    code_for = None
+                elif t[:1].isdigit():
+                    pass  # IPython's numbered context lines around the arrow
+                elif code_for is not None and f.line and set(t) - set("~^ "):
+                    frames[-1] = Frame(f.file, f.line, f.function, f.package, f.origin, t)
+                    code_for = None
+                j += 1
+                continue
+            break
+        named = _header_type(t0) if header else ""
+        if j >= len(items) or _is_header(items[j][2]) or (not frames and not header):
+            return self._cut(n0, t0, frames, named), j
+        t = items[j][2]
+        m = _EXC_AFTER.get().match(t)
+        if m is None or not _exception_name_ok(m.group("type")):
+            return self._cut(n0, t0, frames, named), j
+        ev, more = self._exception(j, m)
+        ev.frames = frames
+        ev.truncated = not header and ev.wrapper == "" and not self._after_wrapper()
+        return ev, j + 1 + more
+
+    def _after_wrapper(self) -> bool:
+        prev = self.events[-1] if self.events else None
+        return prev is not None and prev.wrapper in _AFTER_WRAPPERS and not prev.report
+
+    def _cut(self, n: int, text: str, frames: list[Frame], named: str = "") -> _Event | None:
+        """A traceback with no exception line: the log was cut, or another process's output
+        broke in. A failure only when nothing better is shown, unless its header named the
+        exception (IPython's "KeyError    Traceback (most recent call last)")."""
+        if named:
+            return _Event(RootKind.EXCEPTION, n, text, exception=named, frames=frames, truncated=True)
+        if not frames:
+            return None
+        return _Event(RootKind.EXCEPTION, n, text, frames=frames, truncated=True, report=True)
+
+    def _exception(self, j: int, m: re.Match) -> tuple[_Event, int]:
+        """The exception on items[j], and how many lines its message goes on over."""
+        n, _, t, ln = self.items[j]
+        ev = _Event(RootKind.EXCEPTION, n, t, exception=m.group("type"), held=ln)
+        first = (m.group("msg") or "").strip()
+        more = self._continuation(j)
+        if ln is not None and ln.block:
+            # torchrun's summary follows: its title ("train.py FAILED") says it; the rest is read
+            # as the summary it is (_summary).
+            title = [b.strip() for b in ln.block.splitlines() if b.strip().endswith(" FAILED")]
+            first, more = (title[0] if title else first), []
+        ev.message = "\n".join([first, *more]).strip("\n") if more else first
+        if len(ev.message) > MAX_MESSAGE:
+            ev.message = ev.message[:MAX_MESSAGE]
+        ev.wrapper = _wrapper_of(ev.exception, ev.message)
+        _signal_in(ev, ev.message)
+        if ev.wrapper in ("torchrun", "subprocess") or ev.exception.endswith(
+            ("ProcessExitedException", "SignalException")
+        ):
+            ev.report = ev.wrapper != ""
+            ev.kind = (
+                RootKind.SIGNAL if ev.exception.endswith("SignalException") else RootKind.LAUNCHER
+            )
+        ev.span = len(more)
+        return ev, len(more)
+
+    def _continuation(self, j: int) -> list[str]:
+        """The lines an exception's message goes on over: the next lines in a row, up to a blank
+        line, a traceback's own lines, another exception or a new log record."""
+        items = self.items
+        n, d0, _, ln0 = items[j]
+        prefix0 = ln0.prefix.strip() if ln0 is not None else ""
+        out: list[str] = []
+        size = 0
+        k = j + 1
+        while k < len(items) and len(out) < MAX_MESSAGE_LINES:
+            n2, d, t, ln = items[k]
+            if n2 != n + 1 + len(out):
+                break  # a blank line, or a line of the log that was not kept
+            if (
+                _is_header(t)
+                or _is_frame(t)
+                or t.startswith((_CAUSE, _CONTEXT, _IGNORED, "Exception raised from", "frame #"))
+                or _MP_MARK.get().match(t)
+                or (d <= d0 and _EXC_ALONE.get().match(t))
+                or (ln is not None and ln.prefix.strip() not in ("", prefix0))
+            ):
+                break
+            out.append(t)
+            size += len(t)
+            if size > MAX_MESSAGE:
+                break
+            k += 1
+        return out
+
+    def _summary(self, ev: _Event, ln: Line) -> list[_Event]:
+        """torchrun's ChildFailedError summary (torch/distributed/elastic/multiprocessing/
+        errors/__init__.py, _MSG_FORMAT_TEMPLATE and _FAILURE_FORMAT_TEMPLATE): the Root Cause
+        rank's traceback (from its error file) is the original, read as a traceback of its own;
+        without one, its exit code says how the rank ended."""
+        lines = ln.block.splitlines()
+        self.skip_until = max(self.skip_until, ln.number + len(lines))
+        at = next((k for k, s in enumerate(lines) if "Root Cause (first observed failure)" in s), -1)
+        if at < 0:
+            return []
+        exit_line: tuple[int, str] | None = None
+        found: list[_Event] = []
+        for k in range(at + 1, len(lines)):
+            s = lines[k].strip()
+            if s.startswith("===="):
+                break
+            number = ln.number + 1 + k
+            if s.startswith("exitcode"):
+                exit_line = (number, s)
+                m = re.search(r":\s*(-?\d+)", s)
+                if m:
+                    ev.exit_code = int(m.group(1))
+                    if ev.exit_code < 0:
+                        ev.signal = _SIGNALS.get(-ev.exit_code, "")
+            elif s.startswith("traceback") and _HEADER in s:
+                items: list[Item] = [(number, 0, _HEADER + ":", None)]
+                for k2 in range(k + 1, len(lines)):
+                    raw = lines[k2]
+                    if raw.strip().startswith("===="):
+                        break
+                    raw = raw[2:] if raw.startswith("  ") else raw  # the summary's own indent
+                    body = raw.lstrip(" ")
+                    if body.strip():
+                        items.append((ln.number + 1 + k2, len(raw) - len(body), body.strip(), None))
+                found = _Reader(items, self.source, self.rank).read()
+                break
+        if exit_line is not None and not found:
+            # No traceback: the rank died of a signal or exited; the exit line says which.
+            ev.line, ev.number = exit_line[1], exit_line[0]
+        return found
+
+    # ------------------------------------------------------------ lines that are failures
+    def _line_event(self, i: int) -> _Event | None:
+        n, _, t, _ = self.items[i]
+        m = _EXC_ALONE.get().match(t)
+        if m:
+            return self._exception(i, m)[0]
+        # Each pattern only where a cheap substring test says it can match: a long log hands
+        # thousands of lines here, and most are none of these.
+        low = t.lower()
+        m = _CXX.get().search(t) if "terminate called" in t else None
+        if m:
+            ev = _Event(RootKind.EXCEPTION, n, t, exception=m.group("type"))
+            for k in range(i + 1, min(i + 4, len(self.items))):
+                w = _WHAT.get().match(self.items[k][2])
+                if w:
+                    ev.message = w.group("msg").strip()
+                    ev.line, ev.number = self.items[k][2], self.items[k][0]
+                    break
+            return ev
+        m = _FATAL.get().match(t) if t.startswith("Fatal Python") else None
+        if m:
+            what = m.group("what").strip()
+            sig = _SIG_TEXT.get(what.lower(), "SIGABRT")  # Python's fatal errors abort()
+            ev = _Event(RootKind.SIGNAL, n, t, message=what, signal=sig)
+            ev.frames, ev.span = self._faulthandler(i)
+            return ev
+        m = _SHELL_SIGNAL.get().match(t)
+        if m and (m.group("cmd") is None or re.match(r"^\s{2,}|^\s+\S", m.group("cmd"))):
+            word = m.group("sig").lower()
+            if word in ("terminated", "aborted") and m.group("cmd") is None and len(t) > 40:
+                return None
+            return _Event(RootKind.SIGNAL, n, t, signal=_SIG_TEXT[word], message=t)
+        m = _KERNEL.get().search(t) if "xid" in low or "oom" in low or "memory" in low or "segfault" in low else None
+        if m:
+            return _Event(RootKind.KERNEL, n, t, message=t)
+        m = _SLURM_CANCEL.get().search(t) if "CANCELLED AT" in t else None
+        if m:
+            why = (m.group("why") or "").strip()
+            return _Event(RootKind.LAUNCHER, n, t, message=f"cancelled{' due to ' + why.lower() if why else ''}")
+        m = _TORCHRUN_FAILED.get().search(t) if "failed (exitcode" in t else None
+        if m:
+            ev = _Event(RootKind.LAUNCHER, n, t, wrapper="torchrun", report=True, message=t)
+            _exit(ev, int(m.group("code")))
+            return ev
+        m = _SRUN.get().match(t) if t.startswith("srun: ") else None
+        if m:
+            ev = _Event(RootKind.LAUNCHER, n, t, wrapper="srun", report=True, message=t)
+            what = m.group("what")
+            word = what.split(" (")[0].lower()
+            if word in _SIG_TEXT:
+                ev.signal = _SIG_TEXT[word]
+            else:
+                c = re.search(r"exit code (-?\d+)", what)
+                if c:
+                    _exit(ev, int(c.group(1)))
+            return ev
+        m = _DS_EXIT.get().search(t) if "exits with return code" in t else None
+        if m and int(m.group("code")) != 0:
+            ev = _Event(RootKind.LAUNCHER, n, t, wrapper="deepspeed", report=True, message=t)
+            _exit(ev, int(m.group("code")))
+            return ev
+        m = _EXIT.get().search(t) if ("code" in low or "status" in low) else None
+        if m and int(m.group("code")) != 0:
+            ev = _Event(RootKind.EXIT_STATUS, n, t, message=t, report=True)
+            if m.group("sig"):
+                ev.kind, ev.signal = RootKind.SIGNAL, _SIGNALS.get(int(m.group("sig")), "")
+                ev.report = False
+            _exit(ev, int(m.group("code")), shell=True)
+            return ev
+        named = "Error" in t or "Exception" in t or "Interrupt" in t
+        m = _MENTION.get().search(t) if named else None
+        if m and not m.group("type").endswith("Warning"):
+            # Named in passing: a sentence about it, or a traceback a paste flattened onto one
+            # line. The whole line is what the log shows.
+            msg = (m.group("msg") or "").strip().rstrip("`*_").rstrip()
+            if msg.count('"') % 2:
+                msg = msg.rstrip('"').rstrip()  # the quote the sentence put around it
+            return _Event(RootKind.EXCEPTION, n, t, exception=m.group("type"), message=msg, mention=True)
+        return None
+
+    def _faulthandler(self, i: int) -> tuple[list[Frame], int]:
+        """faulthandler's dump after a fatal error: the current thread's frames (most recent
+        first, returned outermost first as a traceback lists them), and how many lines the dump
+        takes (every thread's frames: none of them is a failure of its own)."""
+        frames: list[Frame] = []
+        current = False
+        span = 0
+        for k, (_, _, t, _) in enumerate(self.items[i + 1 : i + 200], 1):
+            if t.startswith(("Current thread", "Thread 0x")) and "most recent call first" in t:
+                current = t.startswith("Current thread")
+                span = k
+                continue
+            m = _is_frame(t)
+            if m is None:
+                if span:
+                    break
+                continue
+            span = k
+            if current:
+                frames.append(_frame(m))
+        frames.reverse()
+        return frames, span
+
+
+def _exit(ev: _Event, code: int, shell: bool = False) -> None:
+    ev.exit_code = code
+    if code < 0:
+        ev.signal = ev.signal or _SIGNALS.get(-code, "")
+    elif shell and code > 128 and not ev.signal:
+        ev.signal = _SIGNALS.get(code - 128, "")
+
+
+def _signal_in(ev: _Event, message: str) -> None:
+    low = message.lower()
+    if "signal" not in low and "exit" not in low:
+        return
+    m = _MSG_SIGNAL.get().search(message)
+    if m:
+        if m.group("n") or m.group("n2"):
+            ev.signal = _SIGNALS.get(int(m.group("n") or m.group("n2")), "")
+        elif m.group("name") or m.group("sname"):
+            ev.signal = m.group("name") or m.group("sname")
+        elif m.group("text"):
+            ev.signal = _SIG_TEXT.get(m.group("text").strip().lower(), "")
+    m = _MSG_EXIT.get().search(message)
+    if m:
+        _exit(ev, int(m.group("code")))
+
+
+# ---------------------------------------------------------------- choosing the root
+def find_root(s: Scan, consequence: Consequence | None = None) -> RootFailure | None:
+    """The root failure of a scanned log, or None when it shows no failure. `consequence`
+    gives the class of a line that is a consequence of another failure ("timeout", "sigterm":
+    the classes kb.job.consequences names; the engine reads them from the signatures that
+    matched the line), or None."""
+    if not s.lines or s.binary:
+        return None
+    events: list[_Event] = []
+    for (source, rank), items in _streams(s.lines).items():
+        events += _Reader(items, source, rank).read()
+    events = [e for e in events if not e.ignored]
+    if not events:
+        return None
+    events.sort(key=lambda e: (e.source, e.number))
+    if consequence is not None:
+        for e in events:
+            e.consequence = consequence(e.line) or ""
+    root = min(events, key=lambda e: (_rank(e), e.source, e.number))
+    chain = _chain(root, events)
+    in_chain = {id(e) for e in chain} | {id(root)}
+    seen = {root.key}
+    others = 0
+    for e in events:
+        if id(e) in in_chain or e.key in seen or e.wrapper or e.mention:
+            continue
+        seen.add(e.key)
+        others += 1
+    return _record(root, chain, others)
+
+
+# Signals a process dies of when someone else stops it (kb.job.consequences' STOPPED_BY_OTHERS);
+# any other signal is its own failure.
+_STOPPED = frozenset(("SIGTERM", "SIGINT", "SIGHUP"))
+
+
+def _rank(e: _Event) -> int:
+    """Which failures can be the root, best first: a failure of its own; a launcher's report of
+    a death by a signal nobody else sent (SIGKILL, SIGSEGV: the process's own end, whatever its
+    peers then printed); a consequence of another failure (when nothing else failed); a wrapper
+    or a report whose original is not shown; an exception named in passing ("...and then I get
+    KeyError: 'x'"); a traceback cut before its exception line."""
+    if e.mention:
+        return 5
+    if e.truncated and e.report:
+        return 6
+    if e.wrapper or e.report:
+        return 2 if e.signal and e.signal not in _STOPPED else 4
+    return 3 if e.consequence else 1
+
+
+def _chain(root: _Event, events: list[_Event]) -> list[_Event]:
+    """The events tied to the root: the rest of its group (events each linked to the one before
+    it, in its stream), and the launchers' reports after it."""
+    stream = [e for e in events if (e.source, e.rank) == (root.source, root.rank)]
+    i = stream.index(root)
+    lo = i
+    while lo > 0 and stream[lo].link:
+        lo -= 1
+    hi = i
+    while hi + 1 < len(stream) and stream[hi + 1].link:
+        hi += 1
+    out = [e for e in stream[lo : hi + 1] if e is not root and e.key != root.key]
+    for e in events:
+        # Launchers' reports of the same source: printed after the failure, or (torchrun's agent
+        # line before its ChildFailedError summary) before the copy of it that they carry.
+        report = e.source == root.source and (e.wrapper or e.report) and not e.truncated
+        if report and e not in out and e is not root:
+            out.append(e)
+    out.sort(key=lambda e: e.number)
+    return out[:MAX_CHAIN]
+
+
+def _record(root: _Event, chain: list[_Event], others: int) -> RootFailure:
+    frames = tuple(root.frames)
+    raising = frames[-1] if frames else None
+    user = next((f for f in reversed(frames) if f.origin is Origin.USER), None)
+    links = []
+    for e in chain:
+        if e.wrapper or e.report:
+            rel = Relation.WRAPPER
+        elif e.link == "context":
+            rel = Relation.CONTEXT
+        else:
+            rel = Relation.CAUSE
+        links.append(
+            ChainLink(
+                rel,
+                e.exception,
+                e.line,
+                e.number,
+                e.message.split("\n", 1)[0] if e.message else "",
+                e.wrapper,
+            )
+        )
+    return RootFailure(
+        kind=root.kind,
+        line=root.line,
+        line_number=root.number,
+        exception=root.exception,
+        message=root.message,
+        frame=raising,
+        raised_in=raising.origin if raising else None,
+        package=raising.package if raising else "",
+        user_frame=user,
+        frames=frames,
+        chain=tuple(links),
+        signal=root.signal,
+        exit_code=root.exit_code,
+        rank=root.rank,
+        source=root.source,
+        truncated=root.truncated,
+        consequence=root.consequence,
+        others=others,
+    )
+
+
+__all__ = ["find_root", "package_of"]

@@ -1,0 +1,210 @@
+"""`kb triage`: every job under some folders -> a table (DuckDB or Parquet) and a summary.
+
+    kb triage /logs/2026-11-26 --out day.duckdb --meta jobs.csv
+    kb triage --out day.duckdb --sql "SELECT host, failures, classes FROM faulty_nodes"
+
+Progress goes to stderr (none with --quiet), the summary or the query's result to stdout.
+Exit codes as everywhere in kb: 0 written (or queried), 2 usage error or unreadable input (a
+path that does not exist, a bad jobs file, an output kb cannot write, a query DuckDB refuses),
+130 interrupted. A job that cannot be read is a row with `error`, not a failure of the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from kb import exit_codes
+
+from . import discover as discovery
+from . import local, store
+from . import meta as job_meta
+from .summary import render, render_result
+
+WIDE = 160  # columns of the summary when stdout is not a terminal
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kb triage",
+        description="Triage every job under the given paths: one row per job (kb's answer, its "
+        "domain and action, host, GPU, first failure time) in a DuckDB or Parquet table, and a "
+        "summary: failure classes by count and GPU hours, whose problem they are, the hosts and "
+        "GPUs with repeated hardware-class failures, the jobs without an answer.",
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="job folders, log files (.gz too), job tarballs, or folders of them",
+    )
+    p.add_argument(
+        "--out", required=True, metavar="FILE", help="the table: FILE.duckdb or FILE.parquet"
+    )
+    p.add_argument(
+        "--meta",
+        metavar="CSV",
+        help="the jobs' records: job,gpus,start,end[,user] (sacct's JobID,AllocTRES,Start,End,User too)",
+    )
+    p.add_argument(
+        "--files",
+        action="store_true",
+        help="every log file (or tarball) under the paths is a job of its own: a folder of per-job logs",
+    )
+    p.add_argument("--engine", choices=("local", "ray"), default="local")
+    p.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="a Ray cluster (ray://host:10001, auto); default: a local Ray for the run",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="worker processes (default: this machine's cores; Ray: the cluster's CPUs)",
+    )
+    p.add_argument(
+        "--sql",
+        metavar="QUERY",
+        help="a query over the table (jobs, faulty_nodes) instead of the summary; without PATH, over the --out written before",
+    )
+    p.add_argument(
+        "--format",
+        choices=("table", "csv", "jsonl"),
+        default="table",
+        help="how --sql prints its rows",
+    )
+    p.add_argument(
+        "--kb-dir", action="append", default=[], metavar="DIR", help="more entry folders"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+        return e.code if isinstance(e.code, int) else exit_codes.USAGE
+    out = Console()
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        # Piped or redirected: no terminal to fit, so tables keep their cells whole.
+        out = Console(width=WIDE)
+    err = Console(stderr=True)
+    if args.workers is not None and args.workers < 1:
+        return _usage(err, "--workers must be 1 or more")
+    if args.address and args.engine != "ray":
+        return _usage(err, "--address is for --engine ray")
+    try:
+        if not args.paths:
+            if not args.sql:
+                return _usage(err, "give the jobs' paths (or --sql QUERY to query --out)")
+            con = store.open_table(args.out)
+            try:
+                render_result(store.query(con, args.sql), out, args.format)
+            finally:
+                con.close()
+            return exit_codes.OK
+        return _triage(args, out, err)
+    except (
+        discovery.DiscoveryError,
+        job_meta.MetaError,
+        store.StoreError,
+        local.WorkersFailed,
+        _EngineMissing,
+    ) as e:
+        return _usage(err, str(e))
+    except KeyboardInterrupt:
+        err.print("kb triage: interrupted")
+        return exit_codes.INTERRUPTED
+
+
+class _EngineMissing(Exception):
+    pass
+
+
+def _triage(args: argparse.Namespace, out: Console, err: Console) -> int:
+    store.check_out(args.out)  # before reading a single job
+    meta = job_meta.read(args.meta) if args.meta else None
+    quiet = args.quiet
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
+        transient=True,
+    )
+    spool = store.Spool()
+    try:
+        with progress:
+            finding = progress.add_task("finding jobs", total=None, rate="")
+            jobs = discovery.discover(args.paths, files=args.files)
+            progress.remove_task(finding)
+            task = progress.add_task("triage", total=len(jobs), rate="")
+            start = time.perf_counter()
+            for i, row in enumerate(_rows(args, jobs), 1):
+                spool.add(meta.annotate(row) if meta else job_meta.no_meta(row))
+                elapsed = time.perf_counter() - start
+                rate = f"{i / elapsed:.0f} jobs/s" if elapsed > 0 else ""
+                progress.update(task, advance=1, rate=rate)
+        con = store.write(spool, args.out)
+    finally:
+        spool.remove()
+    if not quiet:
+        took = time.perf_counter() - start
+        err.print(
+            f"{len(jobs)} job(s) in {took:.1f} s with the {args.engine} engine -> {args.out}",
+            style="dim",
+        )
+        if meta is not None:
+            unused = len({r.job for r in meta.records} - meta.matched)
+            if unused:
+                err.print(f"{unused} job(s) of {args.meta} were not among the paths", style="dim")
+    try:
+        if args.sql:
+            render_result(store.query(con, args.sql), out, args.format)
+        else:
+            render(store.summarize(con), out, args.out)
+    finally:
+        con.close()
+    return exit_codes.OK
+
+
+def _rows(args: argparse.Namespace, jobs: Sequence[discovery.Job]) -> Iterator[dict]:
+    if args.engine == "ray":
+        from . import ray_engine
+
+        try:
+            yield from ray_engine.run(jobs, args.workers, args.address, args.kb_dir)
+        except (ray_engine.RayMissing, ray_engine.RayUnavailable) as e:
+            raise _EngineMissing(str(e)) from None
+        return
+    yield from local.run(jobs, args.workers, args.kb_dir)
+
+
+def _usage(err: Console, message: str) -> int:
+    err.print(f"kb triage: {message}", markup=False, highlight=False, soft_wrap=True)
+    return exit_codes.USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

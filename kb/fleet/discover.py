@@ -1,0 +1,187 @@
+"""The jobs under the paths a platform team gives `kb triage`: one Job per job, in a stable order.
+
+What counts as one job:
+
+  * a file given or found: a tarball (.tar, .tar.gz, .tgz, .tar.bz2, .tbz2, .tar.xz, .txz) is one
+    job, its members being the job's files; any other log file (.gz too) is a job of one log;
+  * a folder is looked at in this order:
+      1. a `kb run` folder (kb-run.json) is one job;
+      2. a folder with two or more sub-folders that each hold logs (or kb-run.json) directly, and
+         are not named by a rank, is a folder of jobs (a day's jobs, one folder each);
+      3. a folder that holds log files, TorchElastic error files or Flight Recorder dumps
+         directly, or whose sub-folders are torchrun's layout (<run_id>/attempt_<n>/...) or are
+         named by rank (0/ 1/ ..., rank0/, rank_1/, worker-2/, node3/), is one job, read whole as
+         `kb lookup FOLDER` reads it;
+      4. any other folder is a folder of jobs.
+    In a folder of jobs each sub-folder is looked at by the same rules (down to MAX_DEPTH levels),
+    and each log file or tarball directly in it is a job of its own.
+
+A folder of per-job log files, one file per job, is read with files=True (`kb triage --files`):
+every log file or tarball under the paths is then a job of its own. Without it, one case is
+recognised: Slurm's default output name: a folder whose only logs are two or more
+`slurm-<jobid>.out` files (sbatch without --output puts every job's output in one folder, one file
+per job) is a folder of jobs, each file one job.
+
+Not told apart: a multi-node job whose per-host folders are named by host (gpu-a/, gpu-b/, each
+with its ranks' logs) looks like a folder of jobs (rule 2). Name them node<N>/, or pack the job as
+a tarball: a tarball is always one job.
+
+Links are not followed and hidden names are skipped, as in the job view. A path given twice (or
+a job found under two of the paths) is one job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_DEPTH = 8  # folders of folders of jobs (year/month/day/user/job) and then some
+TARBALL = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+# The names the job view reads as logs (kb's job inputs), and the files that are part of a job.
+LOG_EXT = (".log", ".out", ".err", ".txt", ".gz", ".stdout", ".stderr")
+_RANK_DIR = re.compile(r"^(?:(?:rank|local_rank|worker|task|proc|node|r)[_-]?)?\d{1,5}$", re.I)
+_ATTEMPT = re.compile(r"^attempt_\d+$")
+_SLURM_DEFAULT = re.compile(r"^slurm-\d+\.out$")
+_DUMP = re.compile(r"(?:trace.*?|_rank_?)\d+$", re.I)  # nccl_trace_rank_3 (Flight Recorder)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job: its path and how it is read (folder, file or tarball)."""
+
+    path: str
+    kind: str  # folder | file | tarball
+
+
+class DiscoveryError(Exception):
+    """A path that does not exist: a usage error, said in one line."""
+
+
+def is_tarball(name: str) -> bool:
+    return name.lower().endswith(TARBALL)
+
+
+def job_of(path: str | os.PathLike[str]) -> Job:
+    """The job a path is by itself (no looking inside a folder for a folder of jobs)."""
+    p = str(path)
+    if os.path.isdir(p):
+        return Job(p, "folder")
+    return Job(p, "tarball" if is_tarball(p) else "file")
+
+
+def discover(paths: Iterable[str | os.PathLike[str]], files: bool = False) -> list[Job]:
+    """Every job under the paths, in the order given, each folder's jobs sorted by name.
+    files=True: every log file or tarball under the paths is a job of its own (a folder of
+    per-job logs, one file each), whatever the folders look like."""
+    out: list[Job] = []
+    seen: set[str] = set()
+    for p in paths:
+        path = Path(p)
+        if not path.exists():
+            raise DiscoveryError(f"no such file or folder: {p}")
+        for job in _each_file(path, 0) if files else _jobs(path, 0):
+            key = os.path.realpath(job.path)
+            if key not in seen:
+                seen.add(key)
+                out.append(job)
+    return out
+
+
+def _jobs(path: Path, depth: int) -> Iterator[Job]:
+    if not path.is_dir():
+        yield job_of(path)
+        return
+    files, dirs = _children(path)
+    if _is_one_job(files, dirs):
+        yield Job(str(path), "folder")
+        return
+    for f in files:
+        if is_tarball(f.name) or _is_log(f.name):
+            yield job_of(f)
+    if depth < MAX_DEPTH:
+        for d in dirs:
+            yield from _jobs(d, depth + 1)
+
+
+def _each_file(path: Path, depth: int) -> Iterator[Job]:
+    if not path.is_dir():
+        yield job_of(path)
+        return
+    files, dirs = _children(path)
+    for f in files:
+        if is_tarball(f.name) or _is_log(f.name):
+            yield job_of(f)
+    if depth < MAX_DEPTH:
+        for d in dirs:
+            yield from _each_file(d, depth + 1)
+
+
+def _children(path: Path) -> tuple[list[Path], list[Path]]:
+    files: list[Path] = []
+    dirs: list[Path] = []
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return files, dirs  # an unreadable folder holds no jobs we can name
+    for name in names:
+        if name.startswith("."):
+            continue
+        p = path / name
+        if p.is_symlink():
+            continue
+        if p.is_dir():
+            dirs.append(p)
+        elif p.is_file():
+            files.append(p)
+    return files, dirs
+
+
+def _is_log(name: str) -> bool:
+    return name.lower().endswith(LOG_EXT) and not is_tarball(name)
+
+
+def _holds_job_files(names: list[str]) -> bool:
+    """Log files, error files or Flight Recorder dumps directly among these names."""
+    logs = [n for n in names if _is_log(n)]
+    if len(logs) >= 2 and all(_SLURM_DEFAULT.match(n) for n in logs):
+        return False  # Slurm's default: one slurm-<jobid>.out per job, side by side
+    return bool(logs) or "error.json" in names or any(_DUMP.search(n) for n in names)
+
+
+def _rank_dirs(dirs: list[Path]) -> bool:
+    """Sub-folders that are the ranks (or nodes) of one job: named by a number only, counting
+    from 0 (a folder of Slurm job ids is not), or rank3/ worker_3/ node3/ ..."""
+    if not dirs or not all(_RANK_DIR.match(d.name) for d in dirs):
+        return False
+    bare = [int(d.name) for d in dirs if d.name.isdigit()]
+    return not bare or min(bare) == 0
+
+
+def _is_one_job(files: list[Path], dirs: list[Path]) -> bool:
+    names = [f.name for f in files]
+    if "kb-run.json" in names:
+        return True
+    if not _rank_dirs(dirs):
+        jobs_below = 0
+        for d in dirs:
+            below = [n for n in _names(d) if not n.startswith(".")]
+            if "kb-run.json" in below or _holds_job_files(below):
+                jobs_below += 1
+                if jobs_below >= 2:
+                    return False  # a folder of jobs, whatever else lies beside them
+    if _holds_job_files(names) or _rank_dirs(dirs):
+        return True
+    # torchrun's attempt_<n>/ here, or its --log-dir (<run_id>/attempt_<n>/) below
+    return any(_ATTEMPT.match(d.name) for d in dirs) or any(
+        _ATTEMPT.match(g) for d in dirs for g in _names(d)
+    )
+
+
+def _names(d: Path) -> list[str]:
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []

@@ -1,0 +1,139 @@
+"""The default engine: the per-job function over a pool of processes on this machine.
+
+Each worker process loads the knowledge base once (its initializer builds the engine) and then
+reads one job at a time, so memory is one job per worker plus the knowledge base. At most a few
+jobs per worker are in flight, and rows come back in the order the jobs were given, whatever
+order the workers finish them in.
+
+A worker that dies inside a job (the kernel's OOM killer on a huge log, a crash in a native
+library) breaks the pool: a new pool takes over, the jobs that were in flight are read again one
+at a time, and the one that kills its worker again becomes a row with `error`. The run goes on.
+
+Workers are started with "spawn": the parent may already run threads (the progress bar), and
+forking a process with threads can deadlock the child.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from .discover import Job
+from .triage import empty_row, engine, triage
+
+IN_FLIGHT = 4  # jobs queued per worker: keeps each busy without holding many rows in memory
+_KB_DIRS: list[str] = []
+
+
+def cpu_count() -> int:
+    """The cores this process may run on (a container's or a Slurm step's limit, not the
+    machine's)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def run(
+    jobs: Sequence[Job], workers: int | None = None, kb_dirs: Sequence[str] = ()
+) -> Iterator[dict]:
+    """One row per job, in the jobs' order. One worker runs in this process (no pool)."""
+    n = max(1, min(workers or cpu_count(), len(jobs) or 1))
+    if n == 1:
+        eng = engine(kb_dirs)
+        for job in jobs:
+            yield triage(job, eng)
+        return
+    yield from _Pool(n, list(kb_dirs)).run(jobs)
+
+
+class WorkersFailed(Exception):
+    """No worker process could read a single job: the pool itself cannot run here."""
+
+
+class _Pool:
+    def __init__(self, n: int, kb_dirs: list[str]):
+        self.n = n
+        self.kb_dirs = kb_dirs
+        self.done = 0  # rows a worker returned: once one has, a dead worker is the job's fault
+
+    def _executor(self, n: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            n,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init,
+            initargs=(self.kb_dirs,),
+        )
+
+    def run(self, jobs: Sequence[Job]) -> Iterator[dict]:
+        pending: deque[tuple[Job, Future]] = deque()
+        todo = iter(jobs)
+        ex = self._executor(self.n)
+        finished = False
+        try:
+            while True:
+                while len(pending) < self.n * IN_FLIGHT:
+                    job = next(todo, None)
+                    if job is None:
+                        break
+                    pending.append((job, ex.submit(_work, job)))
+                if not pending:
+                    break
+                job, fut = pending.popleft()
+                try:
+                    row = fut.result()
+                except BrokenProcessPool:
+                    pass
+                else:
+                    self.done += 1
+                    yield row
+                    continue
+                # A worker died: every job in flight is suspect. Read them again alone.
+                ex.shutdown(wait=False, cancel_futures=True)
+                suspects = [job] + [j for j, _ in pending]
+                pending.clear()
+                for j in suspects:
+                    yield self._alone(j)
+                ex = self._executor(self.n)
+            finished = True
+        finally:
+            # Done: let the workers exit (their CPU time is then counted, no zombies). Stopped
+            # early (an error, Ctrl-C, the caller gave up): drop what is queued and go.
+            ex.shutdown(wait=finished, cancel_futures=not finished)
+
+    def _alone(self, job: Job) -> dict:
+        """A job read in a pool of its own: its row, or an error row if it kills the worker."""
+        with self._executor(1) as ex:
+            try:
+                row = ex.submit(_work, job).result()
+                self.done += 1
+                return row
+            except BrokenProcessPool:
+                if not self.done:
+                    raise WorkersFailed(
+                        "the worker processes died before reading any job: run with "
+                        "--workers 1 to see why"
+                    ) from None
+                row = empty_row(job.path)
+                row["error"] = (
+                    "the worker reading this job died (killed by a signal: out of memory, "
+                    "or a crash)"
+                )
+                return row
+
+
+def _init(kb_dirs: list[str]) -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the pool, and a worker should
+    # not print a traceback of its own for it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _KB_DIRS[:] = kb_dirs
+    engine(kb_dirs)  # the knowledge base, once per worker, before its first job
+
+
+def _work(job: Job) -> dict:
+    return triage(job, engine(_KB_DIRS))

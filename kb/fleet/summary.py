@@ -1,0 +1,150 @@
+"""The summary of a triage run as Rich tables: the failure classes by GPU hours (when the jobs file
+gave them) and by count, whose problem they are, the hosts and GPUs to look at, and the jobs kb
+had no answer for. The numbers come from SQL over the table (store.summarize)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .store import Result, Summary
+
+TITLE_WIDTH = 48
+
+
+def render(s: Summary, console: Console, out: str | None = None) -> None:
+    has_hours = s.with_meta > 0
+    head = f"{s.jobs} job{'s' if s.jobs != 1 else ''}"
+    if s.jobs:
+        head += (
+            f": {s.answered} answered ({_pct(s.answered, s.jobs)}), {s.unanswered} without an "
+            f"answer, {s.unreadable} unreadable"
+        )
+    console.print(head)
+    if has_hours:
+        console.print(
+            f"GPU hours lost: {_hours(s.gpu_hours)} over the {s.with_meta} job(s) the jobs file "
+            f"names ({s.jobs - s.with_meta} not in it)"
+        )
+    for version, knowledge, n in s.versions:
+        console.print(f"kb {version}, knowledge {knowledge}: {n} job(s)", style="dim")
+    if out:
+        console.print(f"table: {out}", style="dim")
+    if not s.jobs:
+        return
+
+    if s.classes:
+        t = _table("Failure classes" + (" by GPU hours lost" if has_hours else ""))
+        # Every column but the title keeps its width: on a narrow terminal the title gives way.
+        t.add_column("class", no_wrap=True)
+        t.add_column("jobs", justify="right", no_wrap=True)
+        t.add_column("share", justify="right", no_wrap=True)
+        if has_hours:
+            t.add_column("GPU h", justify="right", no_wrap=True)
+        t.add_column("domain", no_wrap=True)
+        t.add_column("action", no_wrap=True)
+        t.add_column("title", overflow="ellipsis", no_wrap=True, max_width=TITLE_WIDTH, min_width=8)
+        for id_, title, domain, action, n, h in s.classes:
+            cells = [id_, str(n), _pct(n, s.jobs)]
+            if has_hours:
+                cells.append(_hours(h))
+            cells += [domain or "unknown", action or "unknown", title or ""]
+            t.add_row(*cells)
+        more = s.answered - sum(c[4] for c in s.classes)
+        if more > 0:
+            t.caption = f"and {more} job(s) of other classes"
+        console.print(t)
+
+    t = _table("Whose problem")
+    t.add_column("domain", no_wrap=True)
+    t.add_column("jobs", justify="right", no_wrap=True)
+    t.add_column("share", justify="right", no_wrap=True)
+    if has_hours:
+        t.add_column("GPU h", justify="right", no_wrap=True)
+    for domain, n, h in s.domains:
+        cells = [domain or "unknown", str(n), _pct(n, s.jobs)]
+        if has_hours:
+            cells.append(_hours(h))
+        t.add_row(*cells)
+    console.print(t)
+
+    if s.faulty:
+        t = _table("Hosts and GPUs with repeated hardware-class failures (drain, check, reset)")
+        for name in ("level", "host", "gpu", "failures", "classes"):
+            t.add_column(name, justify="right" if name == "failures" else "left", no_wrap=True)
+        t.add_column("jobs", overflow="fold", min_width=12)
+        for level, host, gpu, n, classes, jobs, *_ in s.faulty:
+            shown = ", ".join(jobs[:3]) + (f" and {len(jobs) - 3} more" if len(jobs) > 3 else "")
+            t.add_row(level, host or "", gpu or "", str(n), ", ".join(classes), shown)
+        console.print(t)
+    else:
+        console.print("No host or GPU has two or more hardware-class failures.")
+
+    if s.no_answer:
+        t = _table(f"Jobs without an answer ({s.unanswered})")
+        t.add_column("kind", no_wrap=True)
+        t.add_column("exception", overflow="fold")
+        t.add_column("jobs", justify="right", no_wrap=True)
+        if has_hours:
+            t.add_column("GPU h", justify="right", no_wrap=True)
+        for kind, exc, n, h in s.no_answer:
+            cells = [kind or "", exc or "", str(n)]
+            if has_hours:
+                cells.append(_hours(h))
+            t.add_row(*cells)
+        console.print(t)
+    if s.errors:
+        console.print(f"Unreadable jobs ({s.unreadable}):")
+        for error, n in s.errors:
+            console.print(f"  {n} x {error}", markup=False, highlight=False)
+
+
+def render_result(r: Result, console: Console, fmt: str = "table") -> None:
+    """A query's result: a Rich table, CSV, or one JSON object per row."""
+    if fmt == "csv":
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(r.columns)
+        w.writerows(["" if v is None else v for v in row] for row in r.rows)
+        console.file.write(buf.getvalue())
+        return
+    if fmt == "jsonl":
+        import json
+
+        for row in r.rows:
+            console.file.write(json.dumps(dict(zip(r.columns, row)), default=str) + "\n")
+        return
+    t = Table(show_edge=False, header_style="bold", pad_edge=False)
+    for i, c in enumerate(r.columns):
+        first = next((row[i] for row in r.rows if row[i] is not None), None)
+        numeric = isinstance(first, (int, float)) and not isinstance(first, bool)
+        t.add_column(c, overflow="fold", justify="right" if numeric else "left")
+    for row in r.rows:
+        t.add_row(*(_cell(v) for v in row))
+    console.print(t)
+    console.print(f"{len(r.rows)} row(s)", style="dim")
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.1f}"
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{100.0 * n / total:.0f}%" if total else "-"
+
+
+def _hours(h: float | None) -> str:
+    return "-" if h is None else f"{h:,.1f}"

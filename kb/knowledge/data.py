@@ -1,0 +1,161 @@
+"""The knowledge kept in kb/data beside the entries: the frames other software prints a CUDA
+error in (wrappers.yaml) and what a job's ranks print because another rank failed
+(job-wordings.yaml). Read by the loader entries go through (kb.knowledge.load.load_data_file:
+schema, regexes, file and line in every problem), checked by `kb lint`, and cached with the
+entries (kb.knowledge.base), so a lookup never parses YAML.
+
+The Python that reads them (kb.knowledge.wrappers, kb.job.consequences) holds no wording."""
+
+from __future__ import annotations
+
+import os
+
+from kb.model.entry import Problem
+from kb.model.record import field, record
+
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data")
+# file -> its schema, under kb/knowledge
+FILES = {"wrappers.yaml": "wrappers.schema.json", "job-wordings.yaml": "job-wordings.schema.json"}
+
+
+def data_paths() -> list[str]:
+    """The data files, for the entry cache's key: a change to one makes a new cache."""
+    return [os.path.join(_DATA, f) for f in FILES]
+
+
+@record(frozen=True)
+class Frame:
+    wrapper: str
+    key: str  # lowercase text a line must hold before `pattern` is tried
+    pattern: str  # groups: text, num, rest (see wrappers.schema.json)
+    examples: tuple[str, ...] = ()
+
+
+@record(frozen=True)
+class WrapperForms:
+    frames: tuple[Frame, ...]
+    name_keys: tuple[str, ...]
+    name_pattern: str
+    hip_aliases: dict[str, str]
+    gdb_keys: tuple[str, ...]
+    gdb_pattern: str
+    gdb_codes: dict[int, int]
+    gdb_words: tuple[tuple[str, int], ...]
+    sanitizer_key: str
+    sanitizer_pattern: str
+    sanitizer_code: int
+    name_examples: tuple[str, ...] = ()
+    path: str = ""
+
+    def keys(self) -> list[str]:
+        """What a line must hold for any form to read it: words of the scan's trigger set."""
+        return [f.key for f in self.frames] + [*self.name_keys, *self.gdb_keys, self.sanitizer_key]
+
+
+@record(frozen=True)
+class Wording:
+    role: str  # a key of JobWordings.roles
+    pattern: str
+    examples: tuple[str, ...] = ()
+
+
+@record(frozen=True)
+class JobWordings:
+    roles: dict[str, str]  # role -> what a rank showing it was doing
+    consequences: tuple[Wording, ...]
+    neutral: tuple[Wording, ...]  # role ""
+    stopped_by_others: dict[int, str]
+    path: str = ""
+
+
+@record
+class KnowledgeData:
+    wrappers: WrapperForms | None
+    jobs: JobWordings | None
+    problems: list[Problem] = field(default_factory=list)
+
+    def literals(self) -> list[str]:
+        """Text every line these forms read holds, for the scan's trigger set."""
+        from kb.knowledge.regex_literal import required_any, required_literal
+
+        out = list(self.wrappers.keys()) if self.wrappers else []
+        for w in (*self.jobs.consequences, *self.jobs.neutral) if self.jobs else ():
+            lit = required_literal(w.pattern)
+            out += [lit] if lit else list(required_any(w.pattern))
+        return out
+
+
+def load_data(folder: str | None = None) -> KnowledgeData:
+    """Parse and check the data files (YAML and schema: only when the entry cache is made, or
+    for lint); `folder`: where they are, kb/data by default."""
+    from pathlib import Path
+
+    from kb.knowledge.load import load_data_file
+
+    problems: list[Problem] = []
+    got = {}
+    for name, schema in FILES.items():
+        path = Path(folder or _DATA) / name
+        data, probs = load_data_file(path, schema)
+        problems += probs
+        got[name] = (data, str(path))
+    w, wpath = got["wrappers.yaml"]
+    j, jpath = got["job-wordings.yaml"]
+    return KnowledgeData(
+        _wrappers(w, wpath) if w is not None else None,
+        _jobs(j, jpath) if j is not None else None,
+        problems,
+    )
+
+
+def _wrappers(d: dict, path: str) -> WrapperForms:
+    return WrapperForms(
+        frames=tuple(
+            Frame(f["wrapper"], f["key"], f["pattern"], tuple(f.get("examples", ())))
+            for f in d["frames"]
+        ),
+        name_keys=tuple(d["names"]["keys"]),
+        name_pattern=d["names"]["pattern"],
+        hip_aliases=dict(d["hip_aliases"]),
+        gdb_keys=tuple(d["cuda_gdb"]["keys"]),
+        gdb_pattern=d["cuda_gdb"]["pattern"],
+        gdb_codes={int(k): int(v) for k, v in d["cuda_gdb"]["codes"].items()},
+        gdb_words=tuple((str(w), int(v)) for w, v in d["cuda_gdb"]["words"]),
+        sanitizer_key=d["sanitizer"]["key"],
+        sanitizer_pattern=d["sanitizer"]["pattern"],
+        sanitizer_code=int(d["sanitizer"]["code"]),
+        name_examples=tuple(d["names"].get("examples", ())),
+        path=path,
+    )
+
+
+def _jobs(d: dict, path: str) -> JobWordings:
+    return JobWordings(
+        roles=dict(d["roles"]),
+        consequences=tuple(
+            Wording(w["role"], w["pattern"], tuple(w.get("examples", ())))
+            for w in d["consequences"]
+        ),
+        neutral=tuple(
+            Wording("", w["pattern"], tuple(w.get("examples", ()))) for w in d["neutral"]
+        ),
+        stopped_by_others={int(k): str(v) for k, v in d["stopped_by_others"].items()},
+        path=path,
+    )
+
+
+_CURRENT: list[KnowledgeData] = []
+
+
+def register(data: KnowledgeData) -> None:
+    """The data of a knowledge base loaded in this process (from its cache): what the readers
+    that are given none use, so they never parse the files again."""
+    if not _CURRENT:
+        _CURRENT.append(data)
+
+
+def bundled() -> KnowledgeData:
+    """The data for a reader given none: a loaded knowledge base's, else parsed now (once)."""
+    if not _CURRENT:
+        _CURRENT.append(load_data())
+    return _CURRENT[0]

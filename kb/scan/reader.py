@@ -1,0 +1,237 @@
+"""Opening a log and reading it as chunks of bytes, safely, whatever it turns out to be.
+
+A log comes as a file, a gzip file (whatever its name), a pipe or FIFO (`--stdin`, `<(cmd)`,
+`/dev/stdin`), UTF-8 or (PowerShell's `>`) UTF-16. Some inputs never end or only look small: a
+device such as /dev/zero, a stream with no line break at all, a gzip bomb. The reader bounds
+each of them and says why it stopped; it never hangs, never loops on a device, and opens a path
+once (a FIFO opened twice waits forever for a second writer).
+
+Limits (stated in the README):
+- a device file (/dev/zero, /dev/urandom, a disk) is refused: it is not a log;
+- reading stops at a run of MAX_RUN bytes with no line break (a text log has line breaks);
+- a gzip stream stops once it has given more than BOMB_MIN bytes at more than BOMB_RATIO times
+  its compressed size (real logs compress 5-100x; a bomb of zeros 1000x);
+- a truncated gzip stream gives what it held before the cut, with a warning, as `zcat` does.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+
+from kb.errors import InputError
+
+TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
+if TYPE_CHECKING:
+    from typing import IO, BinaryIO
+
+    from kb.scan.extract import Scan
+    from kb.scan.triggers import Triggers
+
+CHUNK = 8 << 20
+MAX_RUN = 256 << 20  # bytes with no line break after which an input is not a text log
+BOMB_RATIO = 500
+BOMB_MIN = 256 << 20
+
+
+def open_log(path: str | os.PathLike[str]) -> BinaryIO:
+    """A log file as bytes, gunzipped when it is gzip (whatever its name). A FIFO or pipe is
+    opened once and never seeked. Raises InputError for what is no log file."""
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(f"no such file: {p}") from None
+    except OSError as e:
+        raise InputError(f"cannot read {p}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{p} is a folder, not a log file")
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        raise InputError(f"{p} is a device, not a log file")
+    try:
+        fh = open(p, "rb")
+    except PermissionError:
+        raise InputError(f"permission denied: {p}") from None
+    except OSError as e:
+        raise InputError(f"cannot read {p}: {e.strerror or e}") from None
+    # peek, not read + seek: a pipe cannot seek back.
+    if fh.peek(2)[:2] == b"\x1f\x8b":
+        return Gunzip(fh)  # type: ignore[return-value]
+    return fh
+
+
+class Gunzip:
+    """A gzip file's data, read as a stream. Unlike gzip.GzipFile it gives back everything it
+    could decompress before a truncated end (GzipFile drops the last read's data and raises),
+    keeps at most one chunk in memory, reads every member of a concatenated file, and knows how
+    many compressed bytes it has read (for the bomb check). `truncated` says the data ended
+    before the stream's end marker; `damaged` names a decompression error."""
+
+    # Compressed input goes to zlib a few KiB at a time: a call that meets damaged data raises
+    # and loses its own output, so small calls keep all but the last few KiB before the damage.
+    def __init__(self, fh: IO[bytes], chunk: int = 4 << 10):
+        self.fileobj = fh
+        self.chunk = chunk
+        self.packed = 0
+        self.truncated = False
+        self.damaged = ""
+        self.packed_good = False  # some data came out before any damage
+        import zlib  # only for gzip input
+
+        self._zlib = zlib
+        self._z = zlib.decompressobj(31)
+        self._pending = b""  # compressed input not yet given to the decompressor
+        self._done = False
+
+    def read(self, size: int = -1) -> bytes:
+        size = size if size and size > 0 else CHUNK
+        out: list[bytes] = []
+        got = 0
+        while got < size and not self._done:
+            if not self._pending:
+                data = self.fileobj.read(self.chunk)
+                if not data:
+                    self._done = True
+                    self.truncated = not self._z.eof
+                    break
+                self.packed += len(data)
+                self._pending = data
+            data, self._pending = self._pending, b""
+            try:
+                piece = self._z.decompress(data, size - got)
+            except self._zlib.error as e:
+                self.damaged = str(e)
+                self._done = True
+                break
+            self._pending = self._z.unconsumed_tail  # input held back by the size limit
+            if piece:
+                out.append(piece)
+                got += len(piece)
+                self.packed_good = True
+            if self._z.eof:
+                rest = self._z.unused_data + self._pending
+                self._pending = b""
+                # Another member follows (`cat a.gz b.gz`), or trailing padding.
+                if rest.lstrip(b"\x00"):
+                    self._z = self._zlib.decompressobj(31)
+                    self._pending = rest.lstrip(b"\x00")
+                elif not self._more():
+                    self._done = True
+        return b"".join(out)
+
+    def _more(self) -> bool:
+        """After a member's end: whether the file goes on with another member."""
+        data = self.fileobj.read(self.chunk)
+        if not data:
+            return False
+        self.packed += len(data)
+        self._z = self._zlib.decompressobj(31)
+        self._pending = data
+        return True
+
+    def close(self) -> None:
+        self.fileobj.close()
+
+    def __enter__(self) -> Gunzip:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ChunkReader:
+    """Chunks of a stream, bounded as the module says; `warnings` says why reading stopped
+    early, and `stopped` whether it did. UTF-16 (a byte-order mark) is decoded to UTF-8."""
+
+    def __init__(self, stream: IO[bytes], name: str = "<input>", size: int | None = None):
+        self.stream = stream
+        self.name = name
+        self.size = size or CHUNK
+        self.warnings: list[str] = []
+        self.stopped = False
+
+    def _raw(self) -> Iterator[bytes]:
+        read = self.stream.read
+        while True:
+            try:
+                b = read(self.size)
+            except OSError as e:
+                self.warnings.append(f"{self.name}: stopped reading: {e.strerror or e}")
+                self.stopped = True
+                return
+            if not b:
+                break
+            yield b
+        gz = self.stream if isinstance(self.stream, Gunzip) else None
+        if gz is not None and gz.damaged and not gz.packed_good:
+            raise InputError(f"cannot read {self.name}: not gzip data ({gz.damaged})")
+        if gz is not None and gz.damaged:
+            self.warnings.append(
+                f"{self.name}: stopped at a damaged part of the gzip data ({gz.damaged}); "
+                "read what came before it"
+            )
+            self.stopped = True
+        elif gz is not None and gz.truncated:
+            self.warnings.append(
+                f"{self.name}: the gzip data ends early (a truncated file); read what it held "
+                "before the cut"
+            )
+            self.stopped = True
+
+    def _compressed_pos(self) -> int | None:
+        return self.stream.packed if isinstance(self.stream, Gunzip) else None
+
+    def __iter__(self) -> Iterator[bytes]:
+        total = 0
+        run = 0  # bytes since the last line break
+        decoder = None
+        first = True
+        for b in self._raw():
+            if first:
+                first = False
+                bom = b[:2]
+                if bom in (b"\xff\xfe", b"\xfe\xff"):  # UTF-16's byte-order marks
+                    import codecs
+
+                    decoder = codecs.getincrementaldecoder("utf-16")("replace")
+                    self.warnings.append(f"{self.name}: UTF-16 text, read as such")
+            if decoder is not None:
+                b = decoder.decode(b).encode("utf-8")
+            total += len(b)
+            nl = b.rfind(b"\n")
+            run = len(b) - nl - 1 if nl != -1 else run + len(b)
+            yield b
+            if run > MAX_RUN:
+                self.warnings.append(
+                    f"{self.name}: stopped reading after {MAX_RUN >> 20} MiB with no line break "
+                    "(not a text log?)"
+                )
+                self.stopped = True
+                return
+            if total > BOMB_MIN:
+                packed = self._compressed_pos()
+                if packed and total > BOMB_RATIO * packed:
+                    self.warnings.append(
+                        f"{self.name}: stopped reading: the gzip data grew {total // packed}x "
+                        f"({total >> 20} MiB from {max(packed >> 20, 1)} MiB), more than any log "
+                        f"does (limit {BOMB_RATIO}x)"
+                    )
+                    self.stopped = True
+                    return
+
+
+def read_scan(
+    stream: IO[bytes],
+    name: str = "<input>",
+    every_line: bool = False,
+    triggers: Triggers | None = None,
+) -> Scan:
+    """The scan of a stream read through a ChunkReader, with the reader's warnings; `triggers`:
+    the knowledge base's trigger set (kb.scan.triggers)."""
+    from kb.scan.extract import scan
+
+    reader = ChunkReader(stream, name)
+    s = scan(reader, every_line=every_line, triggers=triggers)
+    s.warnings.extend(reader.warnings)
+    return s

@@ -1,0 +1,345 @@
+"""The message catalog: mining templates from source, matching log lines to them, mapping them to
+entries, and the coverage figures."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from kb.catalog import coverage, families, store
+from kb.catalog.cli import main as coverage_main
+from kb.catalog.matcher import Matcher
+from kb.catalog.mine import mine_cpp, mine_file, mine_python
+from kb.catalog.template import Hole, Template, parse_text
+
+# ---------------------------------------------------------------- miner: C++ ----------------
+
+CPP = r'''
+namespace at::native {
+
+TORCH_IMPL_FUNC(index_add_cpu_out)
+(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Tensor& result) {
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "index_add_(): self (", self.scalar_type(), ") and source (", source.scalar_type(),
+              ") must have the same scalar type");
+  auto f = [&]() {
+    TORCH_CHECK_INDEX(idx < numel, "index out of range in self");
+  };
+}
+
+Tensor& embedding_renorm_cpu_(Tensor& self, const Tensor& indices) {
+  TORCH_CHECK_VALUE(max_norm > 0, "max_norm must be positive, got ", max_norm);
+  TORCH_CHECK_TYPE(indices.is_floating_point() == false, "expected indices of integer type but got float");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "embedding renorm is not implemented for sparse layouts");
+  TORCH_INTERNAL_ASSERT(self.dim() == 2, "renorm expects a two dimensional weight here");
+  AT_ERROR("embedding renorm got an unexpected ", "layout ", layout);
+  C10_THROW_ERROR(ValueError, c10::str("renorm cannot handle ", n, " rows with negative norms"));
+  throw std::runtime_error(fmt::format("renorm failed for {} rows out of {}", bad, total));
+  std::string msg = c10::str("renorm could not open the weight file ", path, " for reading");
+  TORCH_CHECK(ok);
+  TORCH_CHECK(ok, "bad");
+  return self;
+}
+
+}  // namespace at::native
+
+static const char* status_string(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+  }
+}
+
+void legacy(THCState* state) {
+  THError("cuda runtime error (%d) : %s at %s:%d", err, cudaGetErrorString(err), file, line);
+  THArgCheck(n > 0, 2, "size must be positive but got %ld elements", n);
+}
+'''
+
+
+def _by_text(mined):
+    return {m.text: m for m in mined}
+
+
+def test_cpp_checks_become_templates_with_holes_type_function_and_op():
+    got = _by_text(mine_cpp(CPP, "aten/src/ATen/native/Index.cpp"))
+    t = got["index_add_(): self ({scalar_type}) and source ({scalar_type}) must have the same scalar type"]
+    assert (t.exc, t.kind, t.func, t.op) == ("RuntimeError", "TORCH_CHECK", "index_add_cpu_out", "index_add_")
+    assert t.line == 6
+    # the lambda inside the function is no function of its own
+    assert got["index out of range in self"].func == "index_add_cpu_out"
+    assert got["index out of range in self"].exc == "IndexError"
+    assert got["max_norm must be positive, got {max_norm}"].exc == "ValueError"
+    assert got["max_norm must be positive, got {max_norm}"].op == "embedding_renorm_"
+    assert got["expected indices of integer type but got float"].exc == "TypeError"
+    assert got["embedding renorm is not implemented for sparse layouts"].exc == "NotImplementedError"
+    assert got["renorm expects a two dimensional weight here"].kind == "TORCH_INTERNAL_ASSERT"
+    assert got["embedding renorm got an unexpected layout {layout}"].kind == "AT_ERROR"
+    assert got["renorm cannot handle {n} rows with negative norms"].exc == "ValueError"
+    assert got["renorm failed for {bad} rows out of {total}"].exc == "RuntimeError"
+    assert got["renorm could not open the weight file {path} for reading"].kind == "message"
+    assert got["CUBLAS_STATUS_EXECUTION_FAILED"].kind == "status"
+    assert got["cuda runtime error ({}) : {} at {}:{}"].kind == "THError"
+    assert got["size must be positive but got {} elements"].kind == "THArgCheck"
+    # a check without a message and a one-word message say nothing: dropped
+    assert "bad" not in got
+    assert all(m.text for m in got.values())
+
+
+def test_nccl_warn_lines_are_printf_templates():
+    src = 'ncclResult_t f() {\n  WARN("Cuda failure %d \'%s\'", err, cudaGetErrorString(err));\n}\n'
+    (m,) = mine_file("src/include/checks.h", src)
+    assert (m.text, m.kind, m.func) == ("Cuda failure {} '{}'", "nccl-warn", "f")
+
+
+def test_comments_and_strings_do_not_confuse_the_miner():
+    src = '// TORCH_CHECK(false, "this is only a comment here")\n' \
+          'void g() { auto s = "TORCH_CHECK(false, \\"inside a string literal\\")"; ' \
+          'TORCH_CHECK(x, "the real check of function g fires"); }\n'
+    texts = [m.text for m in mine_cpp(src, "a.cpp")]
+    assert texts == ["the real check of function g fires"]
+
+
+# ---------------------------------------------------------------- miner: Python ---------------
+
+PY = '''
+import warnings
+
+class Loader:
+    def load(self, path, n):
+        if n < 0:
+            raise ValueError("n must be non-negative, got %d" % n)
+        if not path:
+            raise FileNotFoundError(f"checkpoint {path} was not found on this machine")
+        msg = "the checkpoint holds {} tensors".format(n)
+        msg += " but the model expects more of them"
+        if n > 3:
+            raise RuntimeError(msg)
+        raise KeyError("the state dict "
+                       "has no key for this module")
+
+def helper(x):
+    warnings.warn(f"falling back to the slow path for {x}", UserWarning)
+    raise TypeError("bad")
+'''
+
+
+def test_python_raises_in_every_string_form():
+    got = _by_text(mine_python(PY, "pkg/loader.py"))
+    assert got["n must be non-negative, got {}"].exc == "ValueError"
+    assert got["checkpoint {path} was not found on this machine"].exc == "FileNotFoundError"
+    msg = got["the checkpoint holds {n} tensors but the model expects more of them"]
+    assert (msg.exc, msg.func) == ("RuntimeError", "load")
+    assert got["the state dict has no key for this module"].exc == "KeyError"
+    warn = got["falling back to the slow path for {x}"]
+    assert (warn.kind, warn.exc, warn.func) == ("warn", "UserWarning", "helper")
+    assert "bad" not in got
+
+
+def test_python_that_does_not_parse_gives_nothing():
+    assert mine_python("def f(:\n", "broken.py") == []
+
+
+def test_template_text_round_trips_through_parts():
+    parts = parse_text("a {{literal}} brace and a {hole} then {}")
+    assert parts == ["a {literal} brace and a ", Hole("hole"), " then ", Hole("")]
+
+
+# ---------------------------------------------------------------- matcher -------------------
+
+def _t(text, **kw):
+    return Template(source="test", version="0", text=text, **kw)
+
+
+SMALL = [
+    _t("{}_(): self ({}) and source ({}) must have the same scalar type"),
+    _t("Expected all tensors to be on the same device, but found at least two devices, {} and {}!"),
+    _t("index {} is out of bounds for dimension {} with size {}"),
+    _t("CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity of {} of which {} is free. "
+       "Of the allocated memory {} is allocated by PyTorch"),
+    _t("the model expects a pooled output from the encoder but got {}"),
+]
+
+
+@pytest.fixture(scope="module")
+def small():
+    return Matcher(SMALL)
+
+
+def test_matcher_full_line_captures_holes(small):
+    (m,) = small.match("RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same scalar type")[:1]
+    assert m.template is SMALL[0]
+    assert m.captures == ("index_add", "Float", "BFloat16")
+    assert (m.cut, m.prefix) == (False, "RuntimeError")
+
+
+def test_matcher_without_prefix_and_lower_cased(small):
+    m = small.match("index 7 is out of bounds for dimension 0 with size 3")[0]
+    assert (m.template, m.captures, m.prefix) == (SMALL[2], ("7", "0", "3"), "")
+    low = small.match("runtimeerror: expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")[0]
+    assert low.template is SMALL[1] and low.captures == ("cuda:0", "cpu")
+
+
+def test_matcher_cut_line(small):
+    m = small.match("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capac")[0]
+    assert m.template is SMALL[3]
+    assert m.cut and 0.3 < m.coverage < 1
+    assert m.captures[:2] == ("2.00 GiB", "0")
+    # too little of the template shown: no claim
+    assert small.match("CUDA out of") == []
+
+
+def test_matcher_wrapped_at_fixed_width_and_at_a_word(small):
+    text = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    a, b = text[:50], text[50:]  # fold -w 50: the break falls inside a word
+    assert small.match_pair(a, b)[0].template is SMALL[1]
+    assert small.match_pair(a, b)[0].wrapped
+    a, b = text[:47].rstrip(), text[47:].lstrip()  # a word wrap drops the space it broke at
+    m = small.match_pair(a, b)[0]
+    assert (m.template, m.cut, m.captures) == (SMALL[1], False, ("cuda:0", "cpu"))
+    # two lines that each fit alone are not a wrap
+    assert small.match_pair("index 1 is out of bounds for dimension 0 with size 1", "unrelated") == []
+
+
+def test_matcher_does_not_fit_unrelated_or_partial_words(small):
+    assert small.match("Epoch 3: loss 0.123, accuracy 0.98") == []
+    # the literal must start a word: 'unexpected all tensors' is not 'Expected all tensors'
+    assert all(m.template is not SMALL[1] for m in small.match(
+        "Unexpected all tensors to be on the same device, but found at least two devices, a and b!"))
+
+
+def test_matcher_prefilter_keeps_candidates_few():
+    cat = store.load()
+    m = Matcher(cat.templates)
+    line = "RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same scalar type"
+    assert len(m.candidates(line)) < 100
+    best = m.match(line)[0]
+    assert best.template.source == "pytorch" and "must have the same scalar type" in best.template.text
+    assert "BFloat16" in best.captures
+
+
+# ---------------------------------------------------------------- families -------------------
+
+@pytest.fixture(scope="module")
+def fams():
+    return families.load()
+
+
+def _find(cat, source, pred):
+    hits = [t for t in cat.templates if t.source == source and pred(t)]
+    assert hits, f"no {source} template fits"
+    return hits
+
+
+@pytest.mark.parametrize("source,needle,entry", [
+    ("pytorch", "must have the same scalar type", "dtype-mismatch"),
+    ("pytorch", "Expected all tensors to be on the same device, but found at least two devices", "cuda-device-mismatch"),
+    ("pytorch", "is out of bounds for dimension", "index-out-of-range"),
+    ("pytorch", "mat1 and mat2 shapes cannot be multiplied", "shape-mismatch"),
+    ("pytorch", "must match the size of tensor b", "broadcast-size-mismatch"),
+    ("pytorch", "CUDA out of memory. Tried to allocate", "cuda-oom"),
+    ("pytorch", "CUBLAS_STATUS_EXECUTION_FAILED", "cublas-execution-failed"),
+    ("pytorch", "is a view and", "autograd-view-inplace"),
+    ("nccl", "unhandled cuda error", "nccl-error"),
+])
+def test_real_templates_map_to_their_entries(fams, source, needle, entry):
+    cat = store.load()
+    hits = _find(cat, source, lambda t: needle in t.text and not t.is_warning)
+    mapped = [fams.map(t) for t in hits]
+    assert all(m is not None and m.entry == entry for m in mapped), \
+        [(t.text, m) for t, m in zip(hits, mapped) if m is None or m.entry != entry][:3]
+
+
+def test_cuda_codes_map_by_the_entries_codes(fams):
+    cat = store.load()
+    (t,) = _find(cat, "cuda", lambda t: t.api == "runtime" and t.code == 700)
+    assert t.text == "CUDA error: an illegal memory access was encountered"
+    assert fams.map(t).entry == "cuda-illegal-memory-access"
+    (legacy,) = _find(cat, "cuda", lambda t: t.api == "runtime-legacy" and t.code == 59)
+    assert fams.map(legacy).entry == "cuda-device-side-assert"
+
+
+def test_hints_and_fallbacks_never_claim(fams):
+    cat = store.load()
+    hits = _find(cat, "pytorch", lambda t: t.kind == "warn" and "Falling back" in t.text)
+    assert all(fams.map(t) is not None and not fams.map(t).claims for t in hits)
+
+
+def test_nccl_enum_names_are_not_errors(fams):
+    cat = store.load()
+    hits = _find(cat, "nccl", lambda t: t.kind == "status" and t.text == "ReduceScatter")
+    assert all(fams.map(t) is None for t in hits)
+
+
+def test_every_family_names_a_real_entry(fams):
+    from kb.paths import bundled_entries_dir
+
+    ids = {p.stem for p in bundled_entries_dir().glob("*/*.yaml")}
+    assert fams.entries() - ids == set()
+
+
+def test_families_file_errors_are_clear(tmp_path):
+    bad = tmp_path / "f.yaml"
+    bad.write_text("families:\n  - {id: x, entry: a, confidence: sure, text: 'a'}\n")
+    with pytest.raises(families.FamiliesError, match="confidence"):
+        families.load(str(bad))
+    bad.write_text("families:\n  - {id: x, entry: a, text: '(unclosed'}\n")
+    with pytest.raises(families.FamiliesError, match="bad regex"):
+        families.load(str(bad))
+
+
+# ---------------------------------------------------------------- store and coverage ---------
+
+def test_data_files_are_deterministic_and_read_back(tmp_path):
+    info = store.SourceInfo(source="demo", version="1.0", origin="test")
+    ts = [_t("b second message of the demo {x}", file="b.py", line=2, exc="ValueError"),
+          _t("a first message of the demo", file="a.py", line=1, code=5, api="runtime")]
+    one = store.dumps(info, ts)
+    assert one == store.dumps(info, list(reversed(ts)))
+    path = store.write(info, ts, str(tmp_path))
+    got_info, got = store.read_file(path)
+    assert (got_info.source, got_info.version, got_info.count) == ("demo", "1.0", 2)
+    assert [t.text for t in got] == ["a first message of the demo", "b second message of the demo {x}"]
+    assert got[0].code == 5 and got[1].exc == "ValueError"
+
+
+def test_unreadable_data_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "x.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"not": "meta"}\n'))
+    with pytest.raises(store.CatalogError, match="source description"):
+        store.read_file(str(path))
+
+
+def test_coverage_figures_are_consistent_with_the_data(fams):
+    cat = store.load()
+    cov = coverage.compute(cat, fams)
+    sources = {s.source for s in cov.sources}
+    for name in ("pytorch", "nccl", "cuda", "triton", "transformers", "accelerate", "huggingface_hub",
+                 "safetensors", "datasets", "deepspeed", "bitsandbytes", "flash-attention", "xformers",
+                 "vllm", "lightning", "torchvision", "torchaudio", "apex", "onnxruntime"):
+        assert name in sources
+    for s in cov.sources:
+        info = next(i for i in cat.sources if (i.source, i.version) == (s.source, s.version))
+        assert s.templates == info.count == len(cat.of(s.source, s.version))
+        assert s.to_entry + s.to_family + s.no_claim + s.unmapped == s.templates
+        assert sum(s.by_entry.values()) == s.to_entry == sum(s.entry_by_confidence.values())
+        assert sum(g.count for g in s.unmapped_by_folder) <= s.unmapped
+    t, e, f, h = cov.total()
+    assert t == len(cat.templates) and e + f + h <= t
+    pt, pe, pf, ph = cov.total("pytorch")
+    assert (pe + pf + ph) / pt > 0.9  # PyTorch's own templates: nearly all named
+    data = json.loads(json.dumps(cov.to_json()))
+    assert data["total"]["templates"] == t
+
+
+def test_coverage_command(capsys):
+    assert coverage_main(["--json", "--source", "nccl"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [s["source"] for s in data["sources"]] == ["nccl"]
+    assert coverage_main(["--source", "nope"]) == 1
+    assert "known:" in capsys.readouterr().err
+    assert coverage_main(["--brief"]) == 0
+    out = capsys.readouterr().out
+    assert "pytorch" in out and "unmapped" in out

@@ -1,0 +1,261 @@
+"""TextView: rich renderables shown as wrapped lines that can be searched.
+
+The detail pane and the run log are both this: a list of renderables (texts, tables, code)
+rendered once at the view's width into lines, so that find can say which line holds a word,
+mark every occurrence and scroll to the current one. Lines are re-rendered only when the width
+changes; appending (the run log) renders only the new renderable. A match that a wrap splits
+across two lines is not found: find works on what is on the screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.console import RenderableType
+from rich.segment import Segment
+from rich.style import Style
+from textual.events import Resize
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+
+@dataclass(frozen=True)
+class Hit:
+    line: int  # index into the rendered lines
+    start: int  # cells
+    end: int
+
+
+def find_hits(lines: Sequence[str], query: str) -> list[Hit]:
+    """Every occurrence of query in the lines, ignoring case, in reading order."""
+    q = query.lower()
+    if not q:
+        return []
+    hits: list[Hit] = []
+    for n, line in enumerate(lines):
+        low = line.lower()
+        at = low.find(q)
+        while at != -1:
+            start = cell_len(line[:at])
+            hits.append(Hit(n, start, start + cell_len(line[at : at + len(q)])))
+            at = low.find(q, at + len(q))
+    return hits
+
+
+class TextView(ScrollView, can_focus=True):
+    DEFAULT_CSS = """
+    TextView {
+        overflow-x: hidden;
+        overflow-y: auto;
+        scrollbar-gutter: stable;
+    }
+    """
+
+    def __init__(
+        self,
+        *,
+        auto_scroll: bool = False,
+        max_lines: int | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.auto_scroll = auto_scroll
+        self.max_lines = max_lines
+        self._items: list[RenderableType] = []
+        self._starts: list[int] = []  # the first line of each item
+        self._lines: list[Strip] = []
+        self._plain: list[str] = []
+        self._width = 0
+        self._query = ""
+        self._hits: list[Hit] = []
+        self._by_line: dict[int, list[Hit]] = {}
+        self._current = -1
+
+    # ------------------------------------------------------------------ content
+    @property
+    def plain_lines(self) -> list[str]:
+        """The lines as shown, without styles (what find searches)."""
+        return list(self._plain)
+
+    @property
+    def item_count(self) -> int:
+        return len(self._items)
+
+    def set_content(self, items: Sequence[RenderableType], scroll_home: bool = True) -> None:
+        self._items = list(items)
+        self._render_all()
+        if scroll_home:
+            self.scroll_to(0, 0, animate=False, immediate=True)
+        elif self.auto_scroll:
+            self.scroll_end(animate=False, immediate=False, x_axis=False)
+
+    def clear(self) -> None:
+        self.set_content([])
+
+    def write(self, item: RenderableType) -> None:
+        """Add one renderable at the end (the run log); scrolls to it when auto_scroll is on."""
+        self._items.append(item)
+        if self.max_lines is not None and len(self._items) > self.max_lines:
+            del self._items[: len(self._items) - self.max_lines]
+            self._render_all()
+        elif self._width:
+            self._starts.append(len(self._lines))
+            self._add(self._render_item(item))
+            self._refind()
+            self._resize_virtual()
+        if self.auto_scroll:
+            self.scroll_end(animate=False, immediate=False, x_axis=False)
+
+    def line_of_item(self, index: int) -> int | None:
+        """The first rendered line of the index-th renderable (None before the first render)."""
+        return self._starts[index] if 0 <= index < len(self._starts) else None
+
+    def scroll_to_line(self, line: int, top: bool = False) -> None:
+        """Bring a line into view: to the top, or a third of the way down (a find hit)."""
+        y = line if top else line - max(0, self.scrollable_content_region.height // 3)
+        self.scroll_to(y=max(0, y), animate=False, immediate=True)
+
+    # ------------------------------------------------------------------ find
+    @property
+    def find_query(self) -> str:
+        return self._query
+
+    @property
+    def hit_count(self) -> int:
+        return len(self._hits)
+
+    @property
+    def current_hit(self) -> int:
+        """The index of the current hit, -1 for none."""
+        return self._current
+
+    def find(self, query: str) -> int:
+        """Mark every occurrence of query; the current one is the first at or below the top of
+        the view. Returns how many there are."""
+        self._query = query
+        self._hits = find_hits(self._plain, query)
+        self._index_hits()
+        top = int(self.scroll_y)
+        self._current = next((i for i, h in enumerate(self._hits) if h.line >= top), 0)
+        if not self._hits:
+            self._current = -1
+        self._show_current()
+        return len(self._hits)
+
+    def next_hit(self, step: int = 1) -> int:
+        """Move to the next (step 1) or previous (-1) hit, wrapping around; its index."""
+        if not self._hits:
+            return -1
+        self._current = (self._current + step) % len(self._hits)
+        self._show_current()
+        return self._current
+
+    def end_find(self) -> None:
+        self._query = ""
+        self._hits = []
+        self._by_line = {}
+        self._current = -1
+        self.refresh()
+
+    def _refind(self) -> None:
+        if self._query:
+            keep = self._current
+            self._hits = find_hits(self._plain, self._query)
+            self._index_hits()
+            self._current = min(keep, len(self._hits) - 1) if self._hits else -1
+
+    def _index_hits(self) -> None:
+        self._by_line = {}
+        for h in self._hits:
+            self._by_line.setdefault(h.line, []).append(h)
+        self.refresh()
+
+    def _show_current(self) -> None:
+        if 0 <= self._current < len(self._hits):
+            line = self._hits[self._current].line
+            height = self.scrollable_content_region.height
+            if not (self.scroll_y <= line < self.scroll_y + height):
+                self.scroll_to_line(line)
+        self.refresh()
+
+    # ------------------------------------------------------------------ rendering
+    def _render_item(self, item: RenderableType) -> list[Strip]:
+        console = self.app.console
+        options = console.options.update_width(self._width)
+        lines = list(Segment.split_lines(console.render(item, options)))
+        if not lines:
+            return [Strip.blank(self._width)]
+        strips = Strip.from_lines(lines)
+        for s in strips:
+            s.adjust_cell_length(self._width)
+        return strips
+
+    def _add(self, strips: list[Strip]) -> None:
+        self._lines.extend(strips)
+        self._plain.extend(s.text for s in strips)
+
+    def _render_all(self) -> None:
+        self._lines, self._plain, self._starts = [], [], []
+        if self._width:
+            for item in self._items:
+                self._starts.append(len(self._lines))
+                self._add(self._render_item(item))
+        self._refind()
+        self._resize_virtual()
+        self.refresh()
+
+    def _resize_virtual(self) -> None:
+        self.virtual_size = Size(self._width, len(self._lines))
+
+    def on_resize(self, event: Resize) -> None:
+        width = self.scrollable_content_region.width
+        if width and width != self._width:
+            self._width = width
+            self._render_all()
+            if self.auto_scroll:
+                self.scroll_end(animate=False, immediate=False, x_axis=False)
+
+    def _hit_styles(self) -> tuple[Style, Style]:
+        """Hits in reverse warning colour; the current one bold on the accent colour (theme
+        values that are not plain colours, such as "auto", fall back to named ones)."""
+        tv = self.app.theme_variables
+
+        def colour(name: str, fallback: str) -> str:
+            v = tv.get(name, "")
+            return v if v.startswith("#") else fallback
+
+        hit = Style.parse(f"reverse {colour('text-warning', 'yellow')}")
+        current = Style.parse(f"bold reverse {colour('accent', 'magenta')}")
+        return hit, current
+
+    def render_line(self, y: int) -> Strip:
+        n = int(self.scroll_y) + y
+        width = self.scrollable_content_region.width
+        if n >= len(self._lines):
+            return Strip.blank(width, self.rich_style)
+        strip = self._lines[n]
+        hits = self._by_line.get(n)
+        if hits:
+            strip = self._mark(strip, n, hits)
+        return strip.crop_extend(0, width, self.rich_style).apply_style(self.rich_style)
+
+    def _mark(self, strip: Strip, n: int, hits: list[Hit]) -> Strip:
+        hit_style, current_style = self._hit_styles()
+        current = self._hits[self._current] if 0 <= self._current < len(self._hits) else None
+        cuts: list[int] = []
+        for h in hits:
+            cuts += [h.start, h.end]
+        pieces = strip.divide([*cuts, strip.cell_length])
+        out: list[Strip] = []
+        for i, piece in enumerate(pieces):
+            if i % 2 == 1:  # the odd pieces lie between a hit's start and end
+                h = hits[i // 2]
+                style = current_style if h is current else hit_style
+                # after the line's own styles, so a coloured word is marked as well
+                piece = Strip(Segment.apply_style(list(piece), post_style=style), piece.cell_length)
+            out.append(piece)
+        return Strip.join(out)
