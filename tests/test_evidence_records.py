@@ -143,7 +143,7 @@ def test_a_damaged_record_is_reported_with_its_file_and_line(tmp_path):
     )
     assert "status" in by_file["bad-status--torch-x.yaml"].message
     assert "folder of 'nccl-error'" in by_file["moved--torch-x.yaml"].message
-    assert all(p.code == "KB019" for p in problems)
+    assert all(p.code == "KB022" for p in problems)
 
 
 def test_lint_names_a_damaged_record(tmp_path, monkeypatch, capsys):
@@ -155,4 +155,4 @@ def test_lint_names_a_damaged_record(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(kb.paths, "evidence_folder", lambda: str(tmp_path))
     assert main(["lint"]) == 1
     err = capsys.readouterr()
-    assert "x--torch-y.yaml" in err.out + err.err and "KB019" in err.out + err.err
+    assert "x--torch-y.yaml" in err.out + err.err and "KB022" in err.out + err.err

@@ -310,7 +310,8 @@ _SPAWN = (
     "tail,want",
     [
         ("", "torchrun-child-failed"),  # the child's exception is not in the log: the wrapper
-        ("KeyError: 'data'\n", None),  # shown, with no entry: no answer, not the wrapper
+        # shown: the child's own error answers (here the generic KeyError entry), not the wrapper
+        ("KeyError: 'data'\n", "python-key-error"),
         ("RuntimeError: CUDA error: misaligned address\n", "cuda-misaligned-address"),
     ],
     ids=["cut", "unknown-child-error", "known-child-error"],

@@ -109,7 +109,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             help="an extra folder of your own entries (repeatable; also KB_PATH)",
         )
         sp.set_defaults(func=func)
-        add_arguments(sp)
+        if add_arguments is not None:  # None: a command that parses its own (kb triage)
+            add_arguments(sp)
     return p
 
 
@@ -401,7 +402,12 @@ def _args_tui(sp: argparse.ArgumentParser) -> None:
 # name -> (help, examples, what runs it, its arguments), in the order `kb --help` lists them
 _COMMANDS: dict[
     str,
-    tuple[str, str, Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None]],
+    tuple[
+        str,
+        str,
+        Callable[[argparse.Namespace], int] | None,
+        Callable[[argparse.ArgumentParser], None] | None,
+    ],
 ] = {
     "lookup": (
         "Find the entry for an error message, a whole log, or a whole job.",
@@ -450,6 +456,13 @@ _COMMANDS: dict[
         "  kb coverage\n  kb coverage --brief\n  kb coverage --source pytorch --json",
         _cmd_coverage,
         _args_coverage,
+    ),
+    "triage": (
+        "Many failed jobs at once: one row per job into Parquet or DuckDB, with a summary.",
+        "  kb triage /data/failed-jobs/2026-11-26 --out day.duckdb\n"
+        "  kb triage --sql \"select host, count(*) from faulty_nodes group by host\" day.duckdb",
+        None,
+        None,
     ),
     "index": (
         "Build or rebuild the full-text index.",
@@ -501,6 +514,11 @@ def plain_lookup(argv: list[str]):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "triage":
+        # kb.fleet.cli owns its arguments (and its own --help): the fleet view is its own tool.
+        from kb.fleet.cli import main as triage_main
+
+        return triage_main(argv[1:])
     args = plain_lookup(argv)
     if args is None:
         # The command is always the first word (kb's own options are --help and --version only).

@@ -76,7 +76,7 @@ def _problem(f: Path, line: int, message: str) -> Problem:
         str(f),
         line,
         1,
-        "KB019",
+        "KB022",
         f"damaged evidence record: {message}",
         "re-run `kb verify ID --record` on that GPU, or delete the file",
     )

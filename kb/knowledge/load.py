@@ -74,6 +74,7 @@ CHECKS = {
     "KB019": "signature uses the deprecated weight (read as a level)",
     "KB020": "two entries match one example at the same level on the same line",
     "KB021": "YAML anchors and aliases are not allowed in an entry",
+    "KB022": "a damaged evidence record (unreadable, or against evidence.schema.json)",
 }
 
 _SCHEMA_PATH = Path(__file__).with_name("schema.json")
