@@ -78,8 +78,11 @@ def timed(fn, lines: list[str], repeat: int = 1) -> tuple[float, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--files", nargs="*", default=["tests/fixtures/**/*.log", "docs/examples/*.log",
-                                                     "docs/*.log"])
+    ap.add_argument(
+        "--files",
+        nargs="*",
+        default=["tests/fixtures/**/*.log", "docs/examples/*.log", "docs/*.log"],
+    )
     ap.add_argument("--lines", type=int, default=0, help="use at most N lines (0: all)")
     ap.add_argument("--runs", type=int, default=15, help="kb lookup processes per kind of line")
     ap.add_argument("--no-lookup", action="store_true", help="skip timing kb lookup itself")
@@ -94,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     mix = logs + examples + shapes(examples)
     if args.lines:
         mix = mix[: args.lines]
-    print(f"lines: {len(mix)} ({len(logs)} log lines, {len(examples)} entry examples, "
-          f"{3 * len(examples)} cut / lower-cased / prefix-less variants)")
+    print(
+        f"lines: {len(mix)} ({len(logs)} log lines, {len(examples)} entry examples, "
+        f"{3 * len(examples)} cut / lower-cased / prefix-less variants)"
+    )
 
     t0 = time.perf_counter()
     catalog = load()
@@ -103,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     matcher = Matcher(catalog.templates)
     t_index = time.perf_counter() - t0
-    print(f"catalog: {len(catalog.templates)} templates; load {t_load:.2f} s, index {t_index:.2f} s")
+    print(
+        f"catalog: {len(catalog.templates)} templates; load {t_load:.2f} s, index {t_index:.2f} s"
+    )
 
     engine = kb.Engine()
     engine.lookup("warm up", fulltext=False)  # entries loaded and compiled before timing
@@ -123,20 +130,31 @@ def main(argv: list[str] | None = None) -> int:
         return n / t if t else float("inf")
 
     print(f"{'':<34} {'lines/s':>10} {'x baseline':>11} {'lines with a fit':>17}")
-    print(f"{'kb signature scan (baseline)':<34} {rate(t_base, len(mix)):>10.0f} {1.0:>11.2f} {base_hits:>17}")
-    print(f"{'catalog match, first pass':<34} {rate(t_cold, len(mix)):>10.0f} {t_base / t_cold:>11.2f}")
-    print(f"{'catalog match, steady':<34} {rate(t_cat, len(mix)):>10.0f} {t_base / t_cat:>11.2f} {hits:>17}")
-    print(f"{'catalog match_pair (two lines)':<34} {rate(t_pair, len(pair_lines)):>10.0f} "
-          f"{(t_base / len(mix)) / (t_pair / max(1, len(pair_lines))):>11.2f}")
-    print(f"candidates per line (regex-free prefilter passed): {cands:.1f} of {len(matcher)} templates")
+    print(
+        f"{'kb signature scan (baseline)':<34} {rate(t_base, len(mix)):>10.0f} {1.0:>11.2f} {base_hits:>17}"
+    )
+    print(
+        f"{'catalog match, first pass':<34} {rate(t_cold, len(mix)):>10.0f} {t_base / t_cold:>11.2f}"
+    )
+    print(
+        f"{'catalog match, steady':<34} {rate(t_cat, len(mix)):>10.0f} {t_base / t_cat:>11.2f} {hits:>17}"
+    )
+    print(
+        f"{'catalog match_pair (two lines)':<34} {rate(t_pair, len(pair_lines)):>10.0f} "
+        f"{(t_base / len(mix)) / (t_pair / max(1, len(pair_lines))):>11.2f}"
+    )
+    print(
+        f"candidates per line (regex-free prefilter passed): {cands:.1f} of {len(matcher)} templates"
+    )
     if not args.no_lookup:
         bench_lookup(args.runs)
     return 0
 
 
 # A message no entry's signature knows; the catalog maps it (dtype-mismatch, family same-dtype).
-CATALOG_MSG = ("RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same "
-               "scalar type")
+CATALOG_MSG = (
+    "RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same scalar type"
+)
 CLAIMED_MSG = "CUDA error: an illegal memory access was encountered"
 
 
@@ -178,8 +196,12 @@ def bench_lookup(runs: int) -> None:
     print()
     print(f"kb lookup, one line, median of {runs} runs each (new process, cache built):")
     print(f"  {'claimed by a signature (catalog not loaded)':<46} {c * 1e3:8.1f} ms")
-    print(f"  {'answered through the catalog (cached index)':<46} {k * 1e3:8.1f} ms   +{(k - c) * 1e3:.1f} ms")
-    print(f"  {'through the catalog, first use (index built)':<46} {statistics.median([first, *fresh]) * 1e3:8.1f} ms")
+    print(
+        f"  {'answered through the catalog (cached index)':<46} {k * 1e3:8.1f} ms   +{(k - c) * 1e3:.1f} ms"
+    )
+    print(
+        f"  {'through the catalog, first use (index built)':<46} {statistics.median([first, *fresh]) * 1e3:8.1f} ms"
+    )
 
     import kb
     from kb.diagnosis import catalog_match

@@ -5,8 +5,8 @@
 1. Builds --jobs synthetic jobs in a temporary folder from the repository's own captured jobs
    (tests/fixtures/jobs/*/run: `kb run` folders of real torchrun jobs) and logs (each job's
    stdout/stderr capture, docs/examples/*.log): job folders (hard links to the captured files),
-   single logs, .gz logs, tarballs of job folders, and logs cut before their error (jobs kb has no
-   answer for). Nothing in a log is invented; the variations are of form.
+   single logs, .gz logs, tarballs of job folders, and logs cut at half their length (a job killed
+   mid-run: some no longer hold their error). Nothing in a log is invented; the variations are of form.
 2. Triages them: the local engine with 1 worker (in this process) and 2 workers (the process
    pool), and Ray Data with 1 and 2 actors on a local Ray started once (its start-up is timed
    apart). Prints jobs/s and the 2-worker/1-worker ratio for each, and the load average.
@@ -69,7 +69,7 @@ def build(day: Path, n: int) -> dict[str, int]:
         g.write_bytes(gzip.compress(data))
         gzs.append(g)
         c = packed / f"cut{i}.log"
-        # the first half of the log, at a line end: a job killed before it printed its error
+        # the first half of the log, at a line end: a job killed mid-run
         c.write_bytes(data[: data.rfind(b"\n", 0, len(data) // 2) + 1])
         cuts.append(c)
     forms = ["folder"] * 8 + ["log"] * 5 + ["gz"] * 3 + ["tarball"] * 2 + ["cut"] * 2

@@ -58,9 +58,10 @@ def main() -> int:
         print(dest)
         return 0
     written = skipped = 0
-    for rec in sorted((REPO / "evidence").glob("*/*.yaml")):
+    done: set[str] = set()  # one fixture per entry: the H100 record's when there is one
+    for rec in sorted((REPO / "evidence").glob("*/*.yaml"), key=lambda p: "h100" not in p.name):
         data = yaml.safe_load(rec.read_text(encoding="utf-8"))
-        if data.get("status") != "reproduced" or not data.get("output"):
+        if data.get("status") != "reproduced" or not data.get("output") or data["entry"] in done:
             continue
         out = marked(engine, data["entry"], data["output"])
         if out is None:
@@ -70,6 +71,7 @@ def main() -> int:
         dest = LOGS / data["entry"] / f"{slug(data['gpu'])}.log"
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(out, encoding="utf-8")
+        done.add(data["entry"])
         written += 1
     print(f"{written} fixture(s) written, {skipped} skipped")
     return 0

@@ -33,7 +33,8 @@ from kb.catalog.template import Template
 # Folders that hold tests, docs, examples and benchmarks: their raises are not what users see.
 SKIP_DIRS = re.compile(
     r"(?:^|/)(?:tests?|testing|test_\w+|docs?|examples?|benchmarks?|third_party|\.github|\.ci|"
-    r"tutorials?|notebooks|ci|_vendor|vendor)(?:/|$)")
+    r"tutorials?|notebooks|ci|_vendor|vendor)(?:/|$)"
+)
 CPP = r"\.(?:cpp|cc|cu|cuh|h|hpp|c|mm)$"
 
 
@@ -53,97 +54,252 @@ class Spec:
 
 
 SPECS: list[Spec] = [
-    Spec("pytorch", "2.11.0", "wheel", "torch-2.11.0-cp312-cp312-macosx_11_0_arm64.whl",
-         r"^torch/(?:.*\.py|include/(?:ATen|c10|torch)/.*\.(?:h|cuh|hpp))$",
-         "PyPI wheel torch 2.11.0 (its Python sources and C++ headers)",
-         exclude=r"^torch/testing/_internal/|^torch/include/(?:pybind11|fmt|kineto|google|nlohmann)"),
-    Spec("pytorch", "2.7.0a0", "git", "jizhuoran+EasyFHE/repo",
-         r"^(?:aten/src/ATen|c10|torch/csrc)/.*" + CPP,
-         "pytorch C++ sources (aten, c10, torch/csrc) at version.txt 2.7.0a0, as vendored in "
-         "github:jizhuoran/EasyFHE",
-         note="pytorch's own repository is over the snapshot size limit; the C++ .cpp/.cu sources "
-              "are from this 2.7.0a0 copy (headers and Python come from the 2.11.0 wheel)",
-         confirm_with=["linux/torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl"]),
-    Spec("pytorch", "1.8.0a0", "git", "K-Wu+pytorch-direct/repo",
-         r"^(?:(?:aten/src|c10|torch/csrc)/.*" + CPP + r"|torch/.*\.py)$",
-         "pytorch 1.8.0a0 tree in github:K-Wu/pytorch-direct (a research fork of pytorch 1.8)",
-         note="1.x-era wordings only (texts that 2.x no longer prints): TH/THC/THCUNN, AT_CHECK"),
-    Spec("pytorch", "1.4-dev", "git", "zdevito+ATen/repo/.git",
-         r"^aten/src/(?:TH|THC|THCUNN|THNN|ATen)/.*" + CPP,
-         "ATen/TH/THC/THCUNN as of 2019-11-20 (github:zdevito/ATen, a mirror of pytorch's aten/)",
-         note="pre-1.8 wordings only: THC 'cuda runtime error (N)', THCUNN argument checks"),
-    Spec("nccl", "", "git", "NVIDIA+nccl/repo", r"^src/.*" + CPP, "github:NVIDIA/nccl",
-         version_file="makefiles/version.mk",
-         version_re=r"NCCL_MAJOR\s*:=\s*(\d+).*?NCCL_MINOR\s*:=\s*(\d+).*?NCCL_PATCH\s*:=\s*(\d+)",
-         note="torch 2.11.0 ships NCCL 2.28.9; the status strings and WARN lines read here are "
-              "the newest snapshot's"),
-    Spec("cuda", "13.0", "cuda-codes", "", "", "kb/data/cuda_codes.json (cudaGetErrorString, "
-         "cuGetErrorString; the CUDA <= 10.0 runtime texts)"),
-    Spec("triton", "3.6.0", "wheel", "linux/triton-3.6.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
-         r"^triton/.*(?:\.py|\.c|\.h)$", "PyPI wheel triton 3.6.0 (the version torch 2.11.0 pins)",
-         note="Python sources and C launcher stubs; the MLIR/C++ compiler's messages are not "
-              "read (the repository is over the snapshot size limit)"),
-    Spec("transformers", "5.24.0", "wheel", "transformers-5.24.0-py3-none-any.whl",
-         r"^transformers/.*\.py$", "PyPI wheel transformers 5.24.0",
-         note="the repository is over the snapshot size limit; the wheel holds the same Python"),
-    Spec("accelerate", "", "git", "huggingface+accelerate/repo", r"^src/accelerate/.*\.py$",
-         "github:huggingface/accelerate", version_file="src/accelerate/__init__.py",
-         version_re=r"__version__\s*=\s*\"([^\"]+)\""),
-    Spec("huggingface_hub", "", "git", "huggingface+huggingface_hub/repo",
-         r"^src/huggingface_hub/.*\.py$", "github:huggingface/huggingface_hub",
-         version_file="src/huggingface_hub/__init__.py", version_re=r"__version__\s*=\s*\"([^\"]+)\""),
-    Spec("safetensors", "", "git", "huggingface+safetensors/repo",
-         r"^(?:bindings/python/py_src/safetensors/.*\.py|bindings/python/src/.*\.rs|safetensors/src/.*\.rs)$",
-         "github:huggingface/safetensors", version_file="bindings/python/Cargo.toml",
-         version_re=r"(?m)^version\s*=\s*\"([^\"]+)\""),
-    Spec("datasets", "", "git", "huggingface+datasets/repo", r"^src/datasets/.*\.py$",
-         "github:huggingface/datasets", version_file="src/datasets/__init__.py",
-         version_re=r"__version__\s*=\s*\"([^\"]+)\""),
-    Spec("deepspeed", "", "git", "deepspeedai+DeepSpeed/repo",
-         r"^(?:deepspeed/.*\.py|csrc/.*" + CPP + r"|op_builder/.*\.py)$", "github:deepspeedai/DeepSpeed",
-         version_file="version.txt", version_re=r"([\w.]+)"),
-    Spec("bitsandbytes", "", "git", "bitsandbytes-foundation+bitsandbytes/repo",
-         r"^(?:bitsandbytes/.*\.py|csrc/.*" + CPP + r")$", "github:bitsandbytes-foundation/bitsandbytes",
-         version_file="bitsandbytes/__init__.py", version_re=r"__version__\s*=\s*\"([^\"]+)\""),
-    Spec("flash-attention", "", "git", "Dao-AILab+flash-attention/repo",
-         r"^(?:flash_attn/.*\.py|hopper/.*(?:\.py|" + CPP[1:] + r")|csrc/flash_attn/.*" + CPP + r")$",
-         "github:Dao-AILab/flash-attention", version_file="flash_attn/__init__.py",
-         version_re=r"__version__\s*=\s*\"([^\"]+)\"", exclude=r"(?:^|/)cutlass/|/src/flash_\w+_hdim"),
-    Spec("xformers", "", "git", "facebookresearch+xformers/repo",
-         r"^xformers/.*(?:\.py|" + CPP[1:] + r")$", "github:facebookresearch/xformers",
-         version_file="version.txt", version_re=r"([\w.]+)"),
-    Spec("vllm", "0.33.0", "wheel", "linux/vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl",
-         r"^vllm/.*\.py$", "PyPI wheel vllm 0.33.0",
-         note="Python sources only; the repository is over the snapshot size limit, so the "
-              "csrc/ kernels' checks are not read"),
-    Spec("lightning", "", "git", "Lightning-AI+pytorch-lightning/repo",
-         r"^src/(?:lightning|lightning_fabric|pytorch_lightning)/.*\.py$",
-         "github:Lightning-AI/pytorch-lightning", version_file="src/version.info",
-         version_re=r"([\w.]+)"),
-    Spec("torchvision", "0.26.0", "wheel", "torchvision-0.26.0-cp312-cp312-macosx_11_0_arm64.whl",
-         r"^torchvision/.*\.py$", "PyPI wheel torchvision 0.26.0 (pairs with torch 2.11)",
-         note="Python sources only; the repository is over the snapshot size limit"),
-    Spec("torchaudio", "2.11.0", "wheel", "torchaudio-2.11.0-cp312-cp312-macosx_11_0_arm64.whl",
-         r"^torchaudio/.*\.py$", "PyPI wheel torchaudio 2.11.0",
-         note="Python sources only; the repository is over the snapshot size limit"),
-    Spec("apex", "", "git", "NVIDIA+apex/repo", r"^(?:apex/.*\.py|csrc/.*" + CPP + r"|apex/.*" + CPP + r")$",
-         "github:NVIDIA/apex", version_file="setup.py", version_re=r"version=\"([^\"]+)\""),
-    Spec("onnxruntime", "1.32.0", "wheel", "linux/onnxruntime-1.32.0-cp312-cp312-manylinux_2_28_x86_64.whl",
-         r"^onnxruntime/.*\.py$", "PyPI wheel onnxruntime 1.32.0",
-         note="Python sources only; the C++ runtime's messages are not read (the repository is "
-              "over the snapshot size limit)"),
+    Spec(
+        "pytorch",
+        "2.11.0",
+        "wheel",
+        "torch-2.11.0-cp312-cp312-macosx_11_0_arm64.whl",
+        r"^torch/(?:.*\.py|include/(?:ATen|c10|torch)/.*\.(?:h|cuh|hpp))$",
+        "PyPI wheel torch 2.11.0 (its Python sources and C++ headers)",
+        exclude=r"^torch/testing/_internal/|^torch/include/(?:pybind11|fmt|kineto|google|nlohmann)",
+    ),
+    Spec(
+        "pytorch",
+        "2.7.0a0",
+        "git",
+        "jizhuoran+EasyFHE/repo",
+        r"^(?:aten/src/ATen|c10|torch/csrc)/.*" + CPP,
+        "pytorch C++ sources (aten, c10, torch/csrc) at version.txt 2.7.0a0, as vendored in "
+        "github:jizhuoran/EasyFHE",
+        note="pytorch's own repository is over the snapshot size limit; the C++ .cpp/.cu sources "
+        "are from this 2.7.0a0 copy (headers and Python come from the 2.11.0 wheel)",
+        confirm_with=["linux/torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl"],
+    ),
+    Spec(
+        "pytorch",
+        "1.8.0a0",
+        "git",
+        "K-Wu+pytorch-direct/repo",
+        r"^(?:(?:aten/src|c10|torch/csrc)/.*" + CPP + r"|torch/.*\.py)$",
+        "pytorch 1.8.0a0 tree in github:K-Wu/pytorch-direct (a research fork of pytorch 1.8)",
+        note="1.x-era wordings only (texts that 2.x no longer prints): TH/THC/THCUNN, AT_CHECK",
+    ),
+    Spec(
+        "pytorch",
+        "1.4-dev",
+        "git",
+        "zdevito+ATen/repo/.git",
+        r"^aten/src/(?:TH|THC|THCUNN|THNN|ATen)/.*" + CPP,
+        "ATen/TH/THC/THCUNN as of 2019-11-20 (github:zdevito/ATen, a mirror of pytorch's aten/)",
+        note="pre-1.8 wordings only: THC 'cuda runtime error (N)', THCUNN argument checks",
+    ),
+    Spec(
+        "nccl",
+        "",
+        "git",
+        "NVIDIA+nccl/repo",
+        r"^src/.*" + CPP,
+        "github:NVIDIA/nccl",
+        version_file="makefiles/version.mk",
+        version_re=r"NCCL_MAJOR\s*:=\s*(\d+).*?NCCL_MINOR\s*:=\s*(\d+).*?NCCL_PATCH\s*:=\s*(\d+)",
+        note="torch 2.11.0 ships NCCL 2.28.9; the status strings and WARN lines read here are "
+        "the newest snapshot's",
+    ),
+    Spec(
+        "cuda",
+        "13.0",
+        "cuda-codes",
+        "",
+        "",
+        "kb/data/cuda_codes.json (cudaGetErrorString, "
+        "cuGetErrorString; the CUDA <= 10.0 runtime texts)",
+    ),
+    Spec(
+        "triton",
+        "3.6.0",
+        "wheel",
+        "linux/triton-3.6.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        r"^triton/.*(?:\.py|\.c|\.h)$",
+        "PyPI wheel triton 3.6.0 (the version torch 2.11.0 pins)",
+        note="Python sources and C launcher stubs; the MLIR/C++ compiler's messages are not "
+        "read (the repository is over the snapshot size limit)",
+    ),
+    Spec(
+        "transformers",
+        "5.24.0",
+        "wheel",
+        "transformers-5.24.0-py3-none-any.whl",
+        r"^transformers/.*\.py$",
+        "PyPI wheel transformers 5.24.0",
+        note="the repository is over the snapshot size limit; the wheel holds the same Python",
+    ),
+    Spec(
+        "accelerate",
+        "",
+        "git",
+        "huggingface+accelerate/repo",
+        r"^src/accelerate/.*\.py$",
+        "github:huggingface/accelerate",
+        version_file="src/accelerate/__init__.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+    ),
+    Spec(
+        "huggingface_hub",
+        "",
+        "git",
+        "huggingface+huggingface_hub/repo",
+        r"^src/huggingface_hub/.*\.py$",
+        "github:huggingface/huggingface_hub",
+        version_file="src/huggingface_hub/__init__.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+    ),
+    Spec(
+        "safetensors",
+        "",
+        "git",
+        "huggingface+safetensors/repo",
+        r"^(?:bindings/python/py_src/safetensors/.*\.py|bindings/python/src/.*\.rs|safetensors/src/.*\.rs)$",
+        "github:huggingface/safetensors",
+        version_file="bindings/python/Cargo.toml",
+        version_re=r"(?m)^version\s*=\s*\"([^\"]+)\"",
+    ),
+    Spec(
+        "datasets",
+        "",
+        "git",
+        "huggingface+datasets/repo",
+        r"^src/datasets/.*\.py$",
+        "github:huggingface/datasets",
+        version_file="src/datasets/__init__.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+    ),
+    Spec(
+        "deepspeed",
+        "",
+        "git",
+        "deepspeedai+DeepSpeed/repo",
+        r"^(?:deepspeed/.*\.py|csrc/.*" + CPP + r"|op_builder/.*\.py)$",
+        "github:deepspeedai/DeepSpeed",
+        version_file="version.txt",
+        version_re=r"([\w.]+)",
+    ),
+    Spec(
+        "bitsandbytes",
+        "",
+        "git",
+        "bitsandbytes-foundation+bitsandbytes/repo",
+        r"^(?:bitsandbytes/.*\.py|csrc/.*" + CPP + r")$",
+        "github:bitsandbytes-foundation/bitsandbytes",
+        version_file="bitsandbytes/__init__.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+    ),
+    Spec(
+        "flash-attention",
+        "",
+        "git",
+        "Dao-AILab+flash-attention/repo",
+        r"^(?:flash_attn/.*\.py|hopper/.*(?:\.py|"
+        + CPP[1:]
+        + r")|csrc/flash_attn/.*"
+        + CPP
+        + r")$",
+        "github:Dao-AILab/flash-attention",
+        version_file="flash_attn/__init__.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+        exclude=r"(?:^|/)cutlass/|/src/flash_\w+_hdim",
+    ),
+    Spec(
+        "xformers",
+        "",
+        "git",
+        "facebookresearch+xformers/repo",
+        r"^xformers/.*(?:\.py|" + CPP[1:] + r")$",
+        "github:facebookresearch/xformers",
+        version_file="version.txt",
+        version_re=r"([\w.]+)",
+    ),
+    Spec(
+        "vllm",
+        "0.33.0",
+        "wheel",
+        "linux/vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+        r"^vllm/.*\.py$",
+        "PyPI wheel vllm 0.33.0",
+        note="Python sources only; the repository is over the snapshot size limit, so the "
+        "csrc/ kernels' checks are not read",
+    ),
+    Spec(
+        "lightning",
+        "",
+        "git",
+        "Lightning-AI+pytorch-lightning/repo",
+        r"^src/(?:lightning|lightning_fabric|pytorch_lightning)/.*\.py$",
+        "github:Lightning-AI/pytorch-lightning",
+        version_file="src/version.info",
+        version_re=r"([\w.]+)",
+    ),
+    Spec(
+        "torchvision",
+        "0.26.0",
+        "wheel",
+        "torchvision-0.26.0-cp312-cp312-macosx_11_0_arm64.whl",
+        r"^torchvision/.*\.py$",
+        "PyPI wheel torchvision 0.26.0 (pairs with torch 2.11)",
+        note="Python sources only; the repository is over the snapshot size limit",
+    ),
+    Spec(
+        "torchaudio",
+        "2.11.0",
+        "wheel",
+        "torchaudio-2.11.0-cp312-cp312-macosx_11_0_arm64.whl",
+        r"^torchaudio/.*\.py$",
+        "PyPI wheel torchaudio 2.11.0",
+        note="Python sources only; the repository is over the snapshot size limit",
+    ),
+    Spec(
+        "apex",
+        "",
+        "git",
+        "NVIDIA+apex/repo",
+        r"^(?:apex/.*\.py|csrc/.*" + CPP + r"|apex/.*" + CPP + r")$",
+        "github:NVIDIA/apex",
+        version_file="setup.py",
+        version_re=r"version=\"([^\"]+)\"",
+    ),
+    Spec(
+        "onnxruntime",
+        "1.32.0",
+        "wheel",
+        "linux/onnxruntime-1.32.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+        r"^onnxruntime/.*\.py$",
+        "PyPI wheel onnxruntime 1.32.0",
+        note="Python sources only; the C++ runtime's messages are not read (the repository is "
+        "over the snapshot size limit)",
+    ),
 ]
 
 
-def git_files(gitdir: str, include: re.Pattern[str], exclude: re.Pattern[str] | None) -> Iterator[tuple[str, str]]:
-    names = subprocess.run(["git", "--git-dir", gitdir, "ls-tree", "-r", "--name-only", "HEAD"],
-                           capture_output=True, text=True, check=True).stdout.splitlines()
-    wanted = sorted(n for n in names if include.search(n) and not SKIP_DIRS.search(n)
-                    and not (exclude and exclude.search(n)))
+def git_files(
+    gitdir: str, include: re.Pattern[str], exclude: re.Pattern[str] | None
+) -> Iterator[tuple[str, str]]:
+    names = subprocess.run(
+        ["git", "--git-dir", gitdir, "ls-tree", "-r", "--name-only", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    wanted = sorted(
+        n
+        for n in names
+        if include.search(n) and not SKIP_DIRS.search(n) and not (exclude and exclude.search(n))
+    )
     if not wanted:
         return
-    proc = subprocess.Popen(["git", "--git-dir", gitdir, "cat-file", "--batch"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["git", "--git-dir", gitdir, "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     assert proc.stdin and proc.stdout
     for name in wanted:
         proc.stdin.write(f"HEAD:{name}\n".encode())
@@ -161,25 +317,41 @@ def git_files(gitdir: str, include: re.Pattern[str], exclude: re.Pattern[str] | 
     proc.wait()
 
 
-def wheel_files(path: str, include: re.Pattern[str], exclude: re.Pattern[str] | None) -> Iterator[tuple[str, str]]:
+def wheel_files(
+    path: str, include: re.Pattern[str], exclude: re.Pattern[str] | None
+) -> Iterator[tuple[str, str]]:
     with zipfile.ZipFile(path) as zf:
         for name in sorted(zf.namelist()):
-            if include.search(name) and not SKIP_DIRS.search(name) and not (exclude and exclude.search(name)):
+            if (
+                include.search(name)
+                and not SKIP_DIRS.search(name)
+                and not (exclude and exclude.search(name))
+            ):
                 yield name, zf.read(name).decode("utf-8", errors="replace")
 
 
 def git_version(gitdir: str, spec: Spec) -> tuple[str, str]:
-    commit = subprocess.run(["git", "--git-dir", gitdir, "rev-parse", "HEAD"], capture_output=True,
-                            text=True, check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "--git-dir", gitdir, "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     version = spec.version
     if not version and spec.version_file:
-        text = subprocess.run(["git", "--git-dir", gitdir, "show", f"HEAD:{spec.version_file}"],
-                              capture_output=True, text=True).stdout
+        text = subprocess.run(
+            ["git", "--git-dir", gitdir, "show", f"HEAD:{spec.version_file}"],
+            capture_output=True,
+            text=True,
+        ).stdout
         m = re.search(spec.version_re, text, re.DOTALL)
         if m:
             version = ".".join(g for g in m.groups() if g)
-    date = subprocess.run(["git", "--git-dir", gitdir, "log", "-1", "--format=%cs", "HEAD"],
-                          capture_output=True, text=True).stdout.strip()
+    date = subprocess.run(
+        ["git", "--git-dir", gitdir, "log", "-1", "--format=%cs", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     return version or f"git-{date}", commit
 
 
@@ -194,9 +366,20 @@ def merge(source: str, version: str, mined: list[Mined]) -> list[Template]:
         ms.sort(key=lambda m: (m.file, m.line))
         first = ms[0]
         op = first.op or next((m.op for m in ms if m.op), "")
-        out.append(Template(source=source, version=version, text=first.text, file=first.file,
-                            line=first.line, func=first.func, op=op, exc=first.exc,
-                            kind=first.kind, n=len(ms)))
+        out.append(
+            Template(
+                source=source,
+                version=version,
+                text=first.text,
+                file=first.file,
+                line=first.line,
+                func=first.func,
+                op=op,
+                exc=first.exc,
+                kind=first.kind,
+                n=len(ms),
+            )
+        )
     return out
 
 
@@ -207,17 +390,28 @@ def cuda_templates(repo: str) -> list[Template]:
     with open(os.path.join(repo, "kb", "data", "cuda_codes.json"), encoding="utf-8") as fh:
         codes = json.load(fh)
     out: list[Template] = []
-    for api, key, fmt in (("runtime", "runtime", "CUDA error: {text}"),
-                          ("runtime-legacy", "runtime_legacy", "cuda runtime error ({code}) : {text}"),
-                          ("driver", "driver", "CUDA driver error: {text}")):
+    for api, key, fmt in (
+        ("runtime", "runtime", "CUDA error: {text}"),
+        ("runtime-legacy", "runtime_legacy", "cuda runtime error ({code}) : {text}"),
+        ("driver", "driver", "CUDA driver error: {text}"),
+    ):
         for value, rec in sorted(codes[key].items(), key=lambda kv: int(kv[0])):
             if int(value) == 0:
                 continue
             text = rec["text"].replace("{", "{{").replace("}", "}}")
             tmpl = fmt.replace("{text}", text).replace("{code}", str(value))
-            out.append(Template(source="cuda", version="13.0", text=tmpl, func=rec["name"],
-                                exc="RuntimeError" if api != "driver" else "", kind="status",
-                                code=int(value), api=api))
+            out.append(
+                Template(
+                    source="cuda",
+                    version="13.0",
+                    text=tmpl,
+                    func=rec["name"],
+                    exc="RuntimeError" if api != "driver" else "",
+                    kind="status",
+                    code=int(value),
+                    api=api,
+                )
+            )
     return out
 
 
@@ -253,8 +447,12 @@ def confirm(templates: list[Template], wheel: str, tmpdir: str) -> tuple[set[str
         fh.write(binary_strings(wheel))
     with open(pats_path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(sorted(set(probes.values()))) + "\n")
-    out = subprocess.run(["grep", "-F", "-o", "-h", "-f", pats_path, strings_path],
-                         capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"))
+    out = subprocess.run(
+        ["grep", "-F", "-o", "-h", "-f", pats_path, strings_path],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, LC_ALL="C"),
+    )
     found = set(out.stdout.splitlines())
     return {text for text, probe in probes.items() if probe in found}, len(probes)
 
@@ -266,9 +464,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=store.DATA_DIR)
     ap.add_argument("--only", default="", help="comma-separated sources to mine")
     ap.add_argument("--tmp", default="/tmp/catsrc/tmp")
-    ap.add_argument("--mapping", action="store_true",
-                    help="only work out every template's mapping again (after editing "
-                         "kb/catalog/families.yaml or an entry's codes) into data/mapping.json.gz")
+    ap.add_argument(
+        "--mapping",
+        action="store_true",
+        help="only work out every template's mapping again (after editing "
+        "kb/catalog/families.yaml or an entry's codes) into data/mapping.json.gz",
+    )
     args = ap.parse_args(argv)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if args.mapping:
@@ -302,29 +503,40 @@ def main(argv: list[str] | None = None) -> int:
                 nfiles += 1
                 mined.extend(mine_file(path, src))
             templates = merge(spec.source, version, mined)
-            print(f"{spec.source} {version}: {nfiles} files, {len(mined)} sites, "
-                  f"{len(templates)} templates", file=sys.stderr)
+            print(
+                f"{spec.source} {version}: {nfiles} files, {len(mined)} sites, "
+                f"{len(templates)} templates",
+                file=sys.stderr,
+            )
         seen = newer_texts.setdefault(spec.source, set())
         older = [t for t in templates if t.text not in seen]
         dropped = len(templates) - len(older)
         seen.update(t.text for t in templates)
         note = spec.note
         if dropped:
-            note = (note + "; " if note else "") + f"{dropped} texts also in a newer version are kept there only"
+            note = (
+                note + "; " if note else ""
+            ) + f"{dropped} texts also in a newer version are kept there only"
         for wheel in spec.confirm_with:
             wpath = os.path.join(args.wheels, wheel)
             if os.path.exists(wpath):
                 ok, probed = confirm(older, wpath, args.tmp)
-                note += (f"; {len(ok)} of {probed} templates with a 16+ character literal part were "
-                         f"found in the binaries of {os.path.basename(wheel)}")
+                note += (
+                    f"; {len(ok)} of {probed} templates with a 16+ character literal part were "
+                    f"found in the binaries of {os.path.basename(wheel)}"
+                )
                 confirmed_path = os.path.join(args.tmp, f"{spec.source}-{version}-confirmed.json")
                 with open(confirmed_path, "w", encoding="utf-8") as fh:
                     json.dump(sorted(ok), fh)
-        info = store.SourceInfo(source=spec.source, version=version, origin=spec.origin,
-                                commit=commit, note=note)
+        info = store.SourceInfo(
+            source=spec.source, version=version, origin=spec.origin, commit=commit, note=note
+        )
         path = store.write(info, older, args.out)
-        print(f"  -> {os.path.relpath(path, repo)}: {len(older)} templates, "
-              f"{os.path.getsize(path) / 1024:.0f} KiB", file=sys.stderr)
+        print(
+            f"  -> {os.path.relpath(path, repo)}: {len(older)} templates, "
+            f"{os.path.getsize(path) / 1024:.0f} KiB",
+            file=sys.stderr,
+        )
     return write_mapping(args.out, repo)
 
 
@@ -335,7 +547,8 @@ def write_mapping(out: str, repo: str) -> int:
 
     path = cache.write_mapping(
         os.path.join(out, os.path.basename(cache.MAPPING_FILE)),
-        data_dir=None if os.path.abspath(out) == os.path.abspath(store.DATA_DIR) else out)
+        data_dir=None if os.path.abspath(out) == os.path.abspath(store.DATA_DIR) else out,
+    )
     print(f"  -> {os.path.relpath(path, repo)}: the mapping of every template", file=sys.stderr)
     return 0
 

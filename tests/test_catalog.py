@@ -16,7 +16,7 @@ from kb.catalog.template import Hole, Template, parse_text
 
 # ---------------------------------------------------------------- miner: C++ ----------------
 
-CPP = r'''
+CPP = r"""
 namespace at::native {
 
 TORCH_IMPL_FUNC(index_add_cpu_out)
@@ -56,7 +56,7 @@ void legacy(THCState* state) {
   THError("cuda runtime error (%d) : %s at %s:%d", err, cudaGetErrorString(err), file, line);
   THArgCheck(n > 0, 2, "size must be positive but got %ld elements", n);
 }
-'''
+"""
 
 
 def _by_text(mined):
@@ -65,8 +65,15 @@ def _by_text(mined):
 
 def test_cpp_checks_become_templates_with_holes_type_function_and_op():
     got = _by_text(mine_cpp(CPP, "aten/src/ATen/native/Index.cpp"))
-    t = got["index_add_(): self ({scalar_type}) and source ({scalar_type}) must have the same scalar type"]
-    assert (t.exc, t.kind, t.func, t.op) == ("RuntimeError", "TORCH_CHECK", "index_add_cpu_out", "index_add_")
+    t = got[
+        "index_add_(): self ({scalar_type}) and source ({scalar_type}) must have the same scalar type"
+    ]
+    assert (t.exc, t.kind, t.func, t.op) == (
+        "RuntimeError",
+        "TORCH_CHECK",
+        "index_add_cpu_out",
+        "index_add_",
+    )
     assert t.line == 6
     # the lambda inside the function is no function of its own
     assert got["index out of range in self"].func == "index_add_cpu_out"
@@ -74,7 +81,9 @@ def test_cpp_checks_become_templates_with_holes_type_function_and_op():
     assert got["max_norm must be positive, got {max_norm}"].exc == "ValueError"
     assert got["max_norm must be positive, got {max_norm}"].op == "embedding_renorm_"
     assert got["expected indices of integer type but got float"].exc == "TypeError"
-    assert got["embedding renorm is not implemented for sparse layouts"].exc == "NotImplementedError"
+    assert (
+        got["embedding renorm is not implemented for sparse layouts"].exc == "NotImplementedError"
+    )
     assert got["renorm expects a two dimensional weight here"].kind == "TORCH_INTERNAL_ASSERT"
     assert got["embedding renorm got an unexpected layout {layout}"].kind == "AT_ERROR"
     assert got["renorm cannot handle {n} rows with negative norms"].exc == "ValueError"
@@ -89,22 +98,24 @@ def test_cpp_checks_become_templates_with_holes_type_function_and_op():
 
 
 def test_nccl_warn_lines_are_printf_templates():
-    src = 'ncclResult_t f() {\n  WARN("Cuda failure %d \'%s\'", err, cudaGetErrorString(err));\n}\n'
+    src = "ncclResult_t f() {\n  WARN(\"Cuda failure %d '%s'\", err, cudaGetErrorString(err));\n}\n"
     (m,) = mine_file("src/include/checks.h", src)
     assert (m.text, m.kind, m.func) == ("Cuda failure {} '{}'", "nccl-warn", "f")
 
 
 def test_comments_and_strings_do_not_confuse_the_miner():
-    src = '// TORCH_CHECK(false, "this is only a comment here")\n' \
-          'void g() { auto s = "TORCH_CHECK(false, \\"inside a string literal\\")"; ' \
-          'TORCH_CHECK(x, "the real check of function g fires"); }\n'
+    src = (
+        '// TORCH_CHECK(false, "this is only a comment here")\n'
+        'void g() { auto s = "TORCH_CHECK(false, \\"inside a string literal\\")"; '
+        'TORCH_CHECK(x, "the real check of function g fires"); }\n'
+    )
     texts = [m.text for m in mine_cpp(src, "a.cpp")]
     assert texts == ["the real check of function g fires"]
 
 
 # ---------------------------------------------------------------- miner: Python ---------------
 
-PY = '''
+PY = """
 import warnings
 
 class Loader:
@@ -123,7 +134,7 @@ class Loader:
 def helper(x):
     warnings.warn(f"falling back to the slow path for {x}", UserWarning)
     raise TypeError("bad")
-'''
+"""
 
 
 def test_python_raises_in_every_string_form():
@@ -149,6 +160,7 @@ def test_template_text_round_trips_through_parts():
 
 # ---------------------------------------------------------------- matcher -------------------
 
+
 def _t(text, **kw):
     return Template(source="test", version="0", text=text, **kw)
 
@@ -157,8 +169,10 @@ SMALL = [
     _t("{}_(): self ({}) and source ({}) must have the same scalar type"),
     _t("Expected all tensors to be on the same device, but found at least two devices, {} and {}!"),
     _t("index {} is out of bounds for dimension {} with size {}"),
-    _t("CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity of {} of which {} is free. "
-       "Of the allocated memory {} is allocated by PyTorch"),
+    _t(
+        "CUDA out of memory. Tried to allocate {}. GPU {} has a total capacity of {} of which {} is free. "
+        "Of the allocated memory {} is allocated by PyTorch"
+    ),
     _t("the model expects a pooled output from the encoder but got {}"),
 ]
 
@@ -169,7 +183,9 @@ def small():
 
 
 def test_matcher_full_line_captures_holes(small):
-    (m,) = small.match("RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same scalar type")[:1]
+    (m,) = small.match(
+        "RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same scalar type"
+    )[:1]
     assert m.template is SMALL[0]
     assert m.captures == ("index_add", "Float", "BFloat16")
     assert (m.cut, m.prefix) == (False, "RuntimeError")
@@ -178,12 +194,16 @@ def test_matcher_full_line_captures_holes(small):
 def test_matcher_without_prefix_and_lower_cased(small):
     m = small.match("index 7 is out of bounds for dimension 0 with size 3")[0]
     assert (m.template, m.captures, m.prefix) == (SMALL[2], ("7", "0", "3"), "")
-    low = small.match("runtimeerror: expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")[0]
+    low = small.match(
+        "runtimeerror: expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    )[0]
     assert low.template is SMALL[1] and low.captures == ("cuda:0", "cpu")
 
 
 def test_matcher_cut_line(small):
-    m = small.match("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capac")[0]
+    m = small.match(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capac"
+    )[0]
     assert m.template is SMALL[3]
     assert m.cut and 0.3 < m.coverage < 1
     assert m.captures[:2] == ("2.00 GiB", "0")
@@ -200,14 +220,20 @@ def test_matcher_wrapped_at_fixed_width_and_at_a_word(small):
     m = small.match_pair(a, b)[0]
     assert (m.template, m.cut, m.captures) == (SMALL[1], False, ("cuda:0", "cpu"))
     # two lines that each fit alone are not a wrap
-    assert small.match_pair("index 1 is out of bounds for dimension 0 with size 1", "unrelated") == []
+    assert (
+        small.match_pair("index 1 is out of bounds for dimension 0 with size 1", "unrelated") == []
+    )
 
 
 def test_matcher_does_not_fit_unrelated_or_partial_words(small):
     assert small.match("Epoch 3: loss 0.123, accuracy 0.98") == []
     # the literal must start a word: 'unexpected all tensors' is not 'Expected all tensors'
-    assert all(m.template is not SMALL[1] for m in small.match(
-        "Unexpected all tensors to be on the same device, but found at least two devices, a and b!"))
+    assert all(
+        m.template is not SMALL[1]
+        for m in small.match(
+            "Unexpected all tensors to be on the same device, but found at least two devices, a and b!"
+        )
+    )
 
 
 def test_matcher_prefilter_keeps_candidates_few():
@@ -216,11 +242,14 @@ def test_matcher_prefilter_keeps_candidates_few():
     line = "RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same scalar type"
     assert len(m.candidates(line)) < 100
     best = m.match(line)[0]
-    assert best.template.source == "pytorch" and "must have the same scalar type" in best.template.text
+    assert (
+        best.template.source == "pytorch" and "must have the same scalar type" in best.template.text
+    )
     assert "BFloat16" in best.captures
 
 
 # ---------------------------------------------------------------- families -------------------
+
 
 @pytest.fixture(scope="module")
 def fams():
@@ -233,23 +262,31 @@ def _find(cat, source, pred):
     return hits
 
 
-@pytest.mark.parametrize("source,needle,entry", [
-    ("pytorch", "must have the same scalar type", "dtype-mismatch"),
-    ("pytorch", "Expected all tensors to be on the same device, but found at least two devices", "cuda-device-mismatch"),
-    ("pytorch", "is out of bounds for dimension", "index-out-of-range"),
-    ("pytorch", "mat1 and mat2 shapes cannot be multiplied", "shape-mismatch"),
-    ("pytorch", "must match the size of tensor b", "broadcast-size-mismatch"),
-    ("pytorch", "CUDA out of memory. Tried to allocate", "cuda-oom"),
-    ("pytorch", "CUBLAS_STATUS_EXECUTION_FAILED", "cublas-execution-failed"),
-    ("pytorch", "is a view and", "autograd-view-inplace"),
-    ("nccl", "unhandled cuda error", "nccl-error"),
-])
+@pytest.mark.parametrize(
+    "source,needle,entry",
+    [
+        ("pytorch", "must have the same scalar type", "dtype-mismatch"),
+        (
+            "pytorch",
+            "Expected all tensors to be on the same device, but found at least two devices",
+            "cuda-device-mismatch",
+        ),
+        ("pytorch", "is out of bounds for dimension", "index-out-of-range"),
+        ("pytorch", "mat1 and mat2 shapes cannot be multiplied", "shape-mismatch"),
+        ("pytorch", "must match the size of tensor b", "broadcast-size-mismatch"),
+        ("pytorch", "CUDA out of memory. Tried to allocate", "cuda-oom"),
+        ("pytorch", "CUBLAS_STATUS_EXECUTION_FAILED", "cublas-execution-failed"),
+        ("pytorch", "is a view and", "autograd-view-inplace"),
+        ("nccl", "unhandled cuda error", "nccl-error"),
+    ],
+)
 def test_real_templates_map_to_their_entries(fams, source, needle, entry):
     cat = store.load()
     hits = _find(cat, source, lambda t: needle in t.text and not t.is_warning)
     mapped = [fams.map(t) for t in hits]
-    assert all(m is not None and m.entry == entry for m in mapped), \
-        [(t.text, m) for t, m in zip(hits, mapped) if m is None or m.entry != entry][:3]
+    assert all(m is not None and m.entry == entry for m in mapped), [
+        (t.text, m) for t, m in zip(hits, mapped) if m is None or m.entry != entry
+    ][:3]
 
 
 def test_cuda_codes_map_by_the_entries_codes(fams):
@@ -292,16 +329,22 @@ def test_families_file_errors_are_clear(tmp_path):
 
 # ---------------------------------------------------------------- store and coverage ---------
 
+
 def test_data_files_are_deterministic_and_read_back(tmp_path):
     info = store.SourceInfo(source="demo", version="1.0", origin="test")
-    ts = [_t("b second message of the demo {x}", file="b.py", line=2, exc="ValueError"),
-          _t("a first message of the demo", file="a.py", line=1, code=5, api="runtime")]
+    ts = [
+        _t("b second message of the demo {x}", file="b.py", line=2, exc="ValueError"),
+        _t("a first message of the demo", file="a.py", line=1, code=5, api="runtime"),
+    ]
     one = store.dumps(info, ts)
     assert one == store.dumps(info, list(reversed(ts)))
     path = store.write(info, ts, str(tmp_path))
     got_info, got = store.read_file(path)
     assert (got_info.source, got_info.version, got_info.count) == ("demo", "1.0", 2)
-    assert [t.text for t in got] == ["a first message of the demo", "b second message of the demo {x}"]
+    assert [t.text for t in got] == [
+        "a first message of the demo",
+        "b second message of the demo {x}",
+    ]
     assert got[0].code == 5 and got[1].exc == "ValueError"
 
 
@@ -316,9 +359,27 @@ def test_coverage_figures_are_consistent_with_the_data(fams):
     cat = store.load()
     cov = coverage.compute(cat, fams)
     sources = {s.source for s in cov.sources}
-    for name in ("pytorch", "nccl", "cuda", "triton", "transformers", "accelerate", "huggingface_hub",
-                 "safetensors", "datasets", "deepspeed", "bitsandbytes", "flash-attention", "xformers",
-                 "vllm", "lightning", "torchvision", "torchaudio", "apex", "onnxruntime"):
+    for name in (
+        "pytorch",
+        "nccl",
+        "cuda",
+        "triton",
+        "transformers",
+        "accelerate",
+        "huggingface_hub",
+        "safetensors",
+        "datasets",
+        "deepspeed",
+        "bitsandbytes",
+        "flash-attention",
+        "xformers",
+        "vllm",
+        "lightning",
+        "torchvision",
+        "torchaudio",
+        "apex",
+        "onnxruntime",
+    ):
         assert name in sources
     for s in cov.sources:
         info = next(i for i in cat.sources if (i.source, i.version) == (s.source, s.version))

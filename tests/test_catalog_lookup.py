@@ -84,7 +84,9 @@ def test_a_lower_cased_line_without_its_exception_prefix():
 
 
 def test_an_unmapped_template_says_where_the_message_comes_from_and_claims_nothing():
-    r = lookup(TRACEBACK + "RuntimeError: index_select(): Expected dtype int32 or int64 for index\n")
+    r = lookup(
+        TRACEBACK + "RuntimeError: index_select(): Expected dtype int32 or int64 for index\n"
+    )
     assert r.matches == []
     assert r.root is not None and r.root.printed_by is not None
     origin = r.root.printed_by
@@ -94,7 +96,12 @@ def test_an_unmapped_template_says_where_the_message_comes_from_and_claims_nothi
 
 
 def test_the_origin_is_shown_and_the_exit_code_is_a_root_failure(capsys):
-    rc = main(["lookup", TRACEBACK + "RuntimeError: index_select(): Expected dtype int32 or int64 for index"])
+    rc = main(
+        [
+            "lookup",
+            TRACEBACK + "RuntimeError: index_select(): Expected dtype int32 or int64 for index",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 4
     assert "printed by  PyTorch's argument check in index_select" in out
@@ -167,13 +174,18 @@ def test_an_unexpected_keyword_raised_inside_a_library_is_a_version_mismatch():
 def _fit(template: str, line: str) -> CatalogMatch:
     from kb.catalog.matcher import Matcher
 
-    got = Matcher([Template("pytorch", "2.11.0", template, kind="TORCH_CHECK", exc="RuntimeError")]).match(line)
+    got = Matcher(
+        [Template("pytorch", "2.11.0", template, kind="TORCH_CHECK", exc="RuntimeError")]
+    ).match(line)
     assert got, line
     return got[0]
 
 
 def test_the_message_is_rebuilt_with_the_holes_the_line_shows():
-    m = _fit("Input type ({}) and weight type ({}) should be the same", "input type (a) and weight type (b) shou")
+    m = _fit(
+        "Input type ({}) and weight type ({}) should be the same",
+        "input type (a) and weight type (b) shou",
+    )
     assert m.cut
     assert catalog_match.message(m) == "Input type (a) and weight type (b) should be the same"
 
@@ -189,7 +201,9 @@ def test_the_message_is_rebuilt_with_the_holes_the_line_shows():
         ("AssertionError", "RuntimeError", False),
     ],
 )
-def test_an_exception_type_that_cannot_come_from_the_source_rules_a_template_out(printed, raised, ok):
+def test_an_exception_type_that_cannot_come_from_the_source_rules_a_template_out(
+    printed, raised, ok
+):
     assert catalog_match._compatible(printed, raised) is ok
 
 
@@ -241,7 +255,9 @@ def test_a_claimed_one_line_lookup_does_not_load_the_catalog(tmp_path):
         "print('LOADED', [m for m in sys.modules if m.startswith('kb.catalog')], rc)\n"
     )
     env = dict(os.environ, KB_HOME=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO
+    )
     assert out.stdout.strip().splitlines()[-1] == "LOADED [] 0", out.stderr
 
 
@@ -259,7 +275,10 @@ def test_kb_coverage_json_and_one_source(capsys):
     data = json.loads(capsys.readouterr().out)
     assert {s["source"] for s in data["sources"]} == {"pytorch"}
     t = data["total"]
-    assert t["templates"] == t["to_entry"] + t["to_family_without_entry"] + t["hints_no_claim"] + t["unmapped"]
+    assert (
+        t["templates"]
+        == t["to_entry"] + t["to_family_without_entry"] + t["hints_no_claim"] + t["unmapped"]
+    )
     # PyTorch's own messages: nearly all named by an entry or a family
     assert (t["templates"] - t["unmapped"]) / t["templates"] > 0.95
 

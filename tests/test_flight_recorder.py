@@ -299,7 +299,9 @@ _CHILD = textwrap.dedent(
         out = "read" if d is not None else "not a dump"
     except fr.DumpError as e:
         out = "refused: " + str(e)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    # VmHWM, not ru_maxrss: Linux carries the parent's peak into ru_maxrss across exec, so a
+    # child of a large test process would report the parent's size.
+    rss = next(int(ln.split()[1]) for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
     print(out)
     print(rss, time.monotonic() - t)
     """

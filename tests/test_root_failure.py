@@ -241,7 +241,11 @@ def test_dataloader_worker_leads_to_the_original_traceback(read):
     assert (root.exception, root.message, root.line_number) == ("KeyError", "'traffic_cone'", 21)
     assert root.frame.file == "/home/kim/seg/data.py" and root.raised_in is Origin.USER
     assert root.user_frame == root.frame
-    assert [f.package for f in root.frames] == ["torch", "torch", ""]  # the worker's, not the loop's
+    assert [f.package for f in root.frames] == [
+        "torch",
+        "torch",
+        "",
+    ]  # the worker's, not the loop's
     assert root.chain[0].wrapper == "dataloader-worker"
     assert root.chain[0].message == "Caught KeyError in DataLoader worker process 2."
 
@@ -454,7 +458,10 @@ def test_torchrun_summary_gives_the_error_file_traceback(read):
     its own line in the log, and torchrun's report and ChildFailedError are its wrappers."""
     root = read(TORCHRUN_ERROR_FILE)
     assert root.exception == "FileNotFoundError" and root.line_number == 29
-    assert root.line == "FileNotFoundError: [Errno 2] No such file or directory: '/data/tok/vocab.json'"
+    assert (
+        root.line
+        == "FileNotFoundError: [Errno 2] No such file or directory: '/data/tok/vocab.json'"
+    )
     assert (root.user_frame.file, root.user_frame.line) == ("/workspace/pretrain.py", 33)
     assert root.frame == root.user_frame and root.frames[0].package == "torch"
     assert [(c.wrapper, c.relation, c.line_number) for c in root.chain] == [
@@ -494,7 +501,10 @@ subprocess.CalledProcessError: Command '['/usr/bin/python3', 'run_clm.py', '--bl
 def test_a_launcher_subprocess_error_is_a_wrapper(read):
     root = read(ACCELERATE)
     assert root.exception == "AssertionError" and root.line_number == 6
-    assert root.user_frame.code == 'assert args.block_size % 8 == 0, "block_size must be a multiple of 8"'
+    assert (
+        root.user_frame.code
+        == 'assert args.block_size % 8 == 0, "block_size must be a multiple of 8"'
+    )
     assert [(c.wrapper, c.line_number) for c in root.chain] == [("subprocess", 12)]
     assert root.others == 0
 
@@ -726,15 +736,39 @@ def test_a_cxx_exception_reads_its_what_line():
 @pytest.mark.parametrize(
     ("path", "origin", "package"),
     [
-        ("/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py", Origin.PACKAGE, "torch"),
+        (
+            "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py",
+            Origin.PACKAGE,
+            "torch",
+        ),
         ("/usr/lib/python3/dist-packages/yaml/constructor.py", Origin.PACKAGE, "yaml"),
-        ("/opt/conda/envs/ml/lib/python3.9/site-packages/transformers/trainer.py", Origin.PACKAGE, "transformers"),
-        ("/home/u/proj/.venv/lib/python3.12/site-packages/datasets/load.py", Origin.PACKAGE, "datasets"),
-        ("C:\\Users\\u\\miniconda3\\envs\\cv\\Lib\\site-packages\\cv2\\__init__.py", Origin.PACKAGE, "cv2"),
+        (
+            "/opt/conda/envs/ml/lib/python3.9/site-packages/transformers/trainer.py",
+            Origin.PACKAGE,
+            "transformers",
+        ),
+        (
+            "/home/u/proj/.venv/lib/python3.12/site-packages/datasets/load.py",
+            Origin.PACKAGE,
+            "datasets",
+        ),
+        (
+            "C:\\Users\\u\\miniconda3\\envs\\cv\\Lib\\site-packages\\cv2\\__init__.py",
+            Origin.PACKAGE,
+            "cv2",
+        ),
         ("/usr/lib/python3/dist-packages/six.py", Origin.PACKAGE, "six"),
-        ("/opt/conda/lib/python3.8/site-packages/detectron2-0.6-py3.8-linux-x86_64.egg/detectron2/data/build.py", Origin.PACKAGE, "detectron2"),
+        (
+            "/opt/conda/lib/python3.8/site-packages/detectron2-0.6-py3.8-linux-x86_64.egg/detectron2/data/build.py",
+            Origin.PACKAGE,
+            "detectron2",
+        ),
         ("/usr/lib/python3.10/json/decoder.py", Origin.STDLIB, "json"),
-        ("/opt/conda/envs/ml/lib/python3.9/multiprocessing/process.py", Origin.STDLIB, "multiprocessing"),
+        (
+            "/opt/conda/envs/ml/lib/python3.9/multiprocessing/process.py",
+            Origin.STDLIB,
+            "multiprocessing",
+        ),
         ("C:\\Program Files\\Python311\\Lib\\json\\decoder.py", Origin.STDLIB, "json"),
         ("C:\\Users\\u\\anaconda3\\lib\\shutil.py", Origin.STDLIB, "shutil"),
         ("<frozen importlib._bootstrap>", Origin.STDLIB, "importlib"),
@@ -942,14 +976,18 @@ RuntimeError: DataLoader worker (pid 108439) is killed by signal: Killed.
 """
     root = as_message(log)
     assert root.exception == "RuntimeError" and root.signal == "SIGKILL"
-    assert [f.code for f in root.frames] == ["main()", "batch = next(loader_iter)", "self.not_empty.wait(remaining)"]
+    assert [f.code for f in root.frames] == [
+        "main()",
+        "batch = next(loader_iter)",
+        "self.not_empty.wait(remaining)",
+    ]
     assert root.package == "queue" and root.raised_in is Origin.STDLIB
 
 
 def test_an_exception_named_in_passing_when_nothing_else_shows():
     flat = (
         'Traceback (most recent call last):   File "train.py", line 29, in <module>     '
-        "ds = ImageFolder(root=path)   File \"/usr/lib/python3/dist-packages/torchvision/datasets/folder.py\", "
+        'ds = ImageFolder(root=path)   File "/usr/lib/python3/dist-packages/torchvision/datasets/folder.py", '
         "line 23, in find_classes FileNotFoundError: [Errno 2] No such file or directory: 'background'"
     )
     root = as_message("Running python3 train.py gives the following error:\n" + flat + "\n")
@@ -1019,7 +1057,9 @@ def test_cli_text_json_markdown_jsonl_github(cli, tmp_path):
     assert d["root"]["user_frame"]["file"] == "/srv/job/sched.py"
     assert all("generic" in m for m in d["matches"])
     rc, out = cli("lookup", "--format", "jsonl", str(log))
-    assert json.loads(out)["root"]["line"] == "ZeroDivisionError: integer division or modulo by zero"
+    assert (
+        json.loads(out)["root"]["line"] == "ZeroDivisionError: integer division or modulo by zero"
+    )
     rc, out = cli("lookup", "--format", "markdown", str(log))
     assert "ZeroDivisionError: integer division or modulo by zero" in out
     if not matched:
@@ -1035,7 +1075,9 @@ def test_cli_unknown_exception_exit_code_and_nothing_found(cli):
     rc, out = cli("lookup", "pipeline.StageError: stage 'tokenize' produced no shards")
     assert rc == exit_codes.ROOT_ONLY == 4
     assert out.startswith("root failure  pipeline.StageError  (not in the knowledge base)")
-    rc, out = cli("lookup", "--format", "github", "pipeline.StageError: stage 'tokenize' produced no shards")
+    rc, out = cli(
+        "lookup", "--format", "github", "pipeline.StageError: stage 'tokenize' produced no shards"
+    )
     assert rc == 4 and out.startswith("::warning title=kb%3A pipeline.StageError (root failure")
     rc, out = cli("lookup", "all 3 epochs finished")
     assert rc == exit_codes.NOT_FOUND == 1 and out.startswith("no known entry for this input")
@@ -1059,7 +1101,11 @@ def test_cli_a_match_shows_the_root_line_when_it_is_another_line(cli):
 
 
 def test_cli_a_generic_entry_exits_0_and_says_generic(cli):
-    rc, out = cli("lookup", "--json", "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'")
+    rc, out = cli(
+        "lookup",
+        "--json",
+        "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'",
+    )
     d = json.loads(out)
     if not d["matches"]:
         pytest.skip("no generic entry claims a missing file in this knowledge base")

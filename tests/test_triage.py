@@ -259,6 +259,9 @@ def test_sql_queries_a_written_table(tmp_path):
     assert counts == expected and counts["cuda-oom"] >= 1
     code, _ = _cli("--out", str(db), "--sql", "SELECT nope FROM jobs")
     assert code == 2
+    # the table may also be given as the one path
+    code, again = _cli("--sql", "SELECT count(*) AS n FROM jobs", str(db), "--format", "csv")
+    assert code == 0 and again.splitlines() == ["n", str(len(RUNS))]
 
 
 def test_faulty_node_view_counts_only_hardware_failures(logs, tmp_path):

@@ -75,8 +75,12 @@ def _name(key: str) -> str:
 def _mapping_json(m: Mapping | None) -> dict[str, object]:
     if m is None:
         return {}
-    return {"entry": m.entry or "", "family": m.family, "confidence": m.confidence,
-            "claims": m.claims}
+    return {
+        "entry": m.entry or "",
+        "family": m.family,
+        "confidence": m.confidence,
+        "claims": m.claims,
+    }
 
 
 def _record(t: Template, m: Mapping | None) -> str:
@@ -93,8 +97,15 @@ class CompactIndex:
     and the templates (template i is `blob[offsets[i]:offsets[i+1]]`, UTF-8, "need<TAB>head
     words<TAB>json"). The arrays are array('I') bytes."""
 
-    def __init__(self, keys: str, starts: bytes, postings: bytes, offsets: bytes, blob: bytes,
-                 sources: tuple[dict[str, object], ...]) -> None:
+    def __init__(
+        self,
+        keys: str,
+        starts: bytes,
+        postings: bytes,
+        offsets: bytes,
+        blob: bytes,
+        sources: tuple[dict[str, object], ...],
+    ) -> None:
         self.keys = keys
         self.starts = starts
         self.postings = postings
@@ -103,8 +114,12 @@ class CompactIndex:
         self.sources = sources
 
     @classmethod
-    def build(cls, templates: Sequence[Template], mapping: Sequence[Mapping | None],
-              sources: Iterable[SourceInfo]) -> CompactIndex:
+    def build(
+        cls,
+        templates: Sequence[Template],
+        mapping: Sequence[Mapping | None],
+        sources: Iterable[SourceInfo],
+    ) -> CompactIndex:
         """The same filing as Matcher.__init__ (each template under its two rarest head words
         and its rarest word overall; a candidate must show most of its head words)."""
         words_of: list[list[str]] = []
@@ -139,8 +154,14 @@ class CompactIndex:
         for k in names:
             postings.extend(index[k])
             starts.append(len(postings))
-        return cls("\n".join(names), starts.tobytes(), postings.tobytes(), offsets.tobytes(),
-                   b"".join(parts), tuple(s.to_json() for s in sources))
+        return cls(
+            "\n".join(names),
+            starts.tobytes(),
+            postings.tobytes(),
+            offsets.tobytes(),
+            b"".join(parts),
+            tuple(s.to_json() for s in sources),
+        )
 
     def __len__(self) -> int:
         return len(self.offsets) // 4 - 1
@@ -172,17 +193,28 @@ class _Templates(list):
             rec = self.ix.blob[self.offs[i] : self.offs[i + 1]]
             d = json.loads(rec[rec.index(b"\t", rec.index(b"\t") + 1) + 1 :])
             code = d.get("code")
-            t = Template(source=str(d["source"]), version=str(d["version"]), text=str(d["text"]),
-                         file=str(d.get("file", "")), line=int(d.get("line", 0) or 0),
-                         func=str(d.get("func", "")), op=str(d.get("op", "")),
-                         exc=str(d.get("exc", "")), kind=str(d.get("kind", "")),
-                         n=int(d.get("n", 1) or 1), code=code if isinstance(code, int) else None,
-                         api=str(d.get("api", "")))
+            t = Template(
+                source=str(d["source"]),
+                version=str(d["version"]),
+                text=str(d["text"]),
+                file=str(d.get("file", "")),
+                line=int(d.get("line", 0) or 0),
+                func=str(d.get("func", "")),
+                op=str(d.get("op", "")),
+                exc=str(d.get("exc", "")),
+                kind=str(d.get("kind", "")),
+                n=int(d.get("n", 1) or 1),
+                code=code if isinstance(code, int) else None,
+                api=str(d.get("api", "")),
+            )
             m = d.get("map") or {}
             self.mapping[id(t)] = (
-                Mapping(m["entry"] or None, str(m["family"]), str(m["confidence"]),
-                        bool(m["claims"]))
-                if m else None)
+                Mapping(
+                    m["entry"] or None, str(m["family"]), str(m["confidence"]), bool(m["claims"])
+                )
+                if m
+                else None
+            )
             self.made[i] = t
         return t
 
@@ -245,8 +277,7 @@ class _Mapped(Families):
 MAPPING_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "mapping.json.gz")
 
 
-def fingerprint(codes: Codes, data_dir: str | None = None,
-                families_file: str | None = None) -> str:
+def fingerprint(codes: Codes, data_dir: str | None = None, families_file: str | None = None) -> str:
     """What a mapping is worked out from, by content: the data files, families.yaml, and the
     codes the entries own."""
     from hashlib import sha1
@@ -266,8 +297,9 @@ def map_all(cat: Catalog, codes: Codes, families_file: str | None = None) -> lis
     return [fams.map(t) for t in cat.templates]
 
 
-def write_mapping(path: str | None = None, data_dir: str | None = None,
-                  families_file: str | None = None) -> str:
+def write_mapping(
+    path: str | None = None, data_dir: str | None = None, families_file: str | None = None
+) -> str:
     """Work out the mapping of every template with kb's own entries' codes and keep it beside
     the data (scripts/mine_catalog.py does, after mining or with --mapping): a first lookup
     that needs the catalog then skips the slowest part of building it. Same inputs, same bytes."""
@@ -286,8 +318,11 @@ def write_mapping(path: str | None = None, data_dir: str | None = None,
             continue
         key = (m.entry or "", m.family, m.confidence, m.claims)
         of.append(table.setdefault(key, len(table)))
-    doc = {"fingerprint": fingerprint(codes, data_dir, families_file),
-           "table": [list(k) for k in table], "of": of}
+    doc = {
+        "fingerprint": fingerprint(codes, data_dir, families_file),
+        "table": [list(k) for k in table],
+        "of": of,
+    }
     raw = json.dumps(doc, separators=(",", ":")).encode()
     out = path or MAPPING_FILE
     with open(out, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
@@ -295,9 +330,13 @@ def write_mapping(path: str | None = None, data_dir: str | None = None,
     return out
 
 
-def shipped_mapping(cat: Catalog, codes: Codes, path: str | None = None,
-                    data_dir: str | None = None,
-                    families_file: str | None = None) -> list[Mapping | None] | None:
+def shipped_mapping(
+    cat: Catalog,
+    codes: Codes,
+    path: str | None = None,
+    data_dir: str | None = None,
+    families_file: str | None = None,
+) -> list[Mapping | None] | None:
     """The mapping kept beside the data, when it was worked out from exactly these inputs."""
     import gzip
 
@@ -315,8 +354,9 @@ def shipped_mapping(cat: Catalog, codes: Codes, path: str | None = None,
     return [table[i] if i >= 0 else None for i in of]
 
 
-def build(codes: Codes, data_dir: str | None = None,
-          families_file: str | None = None) -> tuple[CompactIndex, object]:
+def build(
+    codes: Codes, data_dir: str | None = None, families_file: str | None = None
+) -> tuple[CompactIndex, object]:
     """The compact index and the coverage figures, from the data files and families.yaml."""
     from . import coverage, store
 
@@ -342,8 +382,15 @@ def _read(path: str, key: str) -> object | None:
             finally:
                 if enabled:
                     gc.enable()
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError,
-            ValueError):
+    except (
+        OSError,
+        pickle.UnpicklingError,
+        EOFError,
+        AttributeError,
+        ImportError,
+        TypeError,
+        ValueError,
+    ):
         return None
     if isinstance(data, dict) and data.get("key") == key and data.get("format") == FORMAT:
         return data.get("value")
@@ -355,8 +402,9 @@ def _write(path: str, key: str, value: object) -> bool:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(tmp, "wb") as fh:
-            pickle.dump({"format": FORMAT, "key": key, "value": value}, fh,
-                        protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(
+                {"format": FORMAT, "key": key, "value": value}, fh, protocol=pickle.HIGHEST_PROTOCOL
+            )
         os.replace(tmp, path)
     except OSError:
         try:
@@ -389,8 +437,12 @@ def _clean(state: str, keep: str) -> None:
 _MEMO: dict[str, tuple[CompactIndex, object]] = {}
 
 
-def _built(state: str, codes: Codes, part: str,
-           builder: Callable[[], tuple[CompactIndex, object]] | None = None) -> object:
+def _built(
+    state: str,
+    codes: Codes,
+    part: str,
+    builder: Callable[[], tuple[CompactIndex, object]] | None = None,
+) -> object:
     key = cache_key(codes)
     name = _name(key)
     got = _read(os.path.join(state, f"catalog-{name}.{part}.pickle"), key)
@@ -418,5 +470,12 @@ def coverage_figures(state: str, codes: Codes) -> object:
     return _built(state, codes, "coverage")
 
 
-__all__ = ["CatalogReader", "CompactIndex", "build", "cache_key", "codes_of",
-           "coverage_figures", "index"]
+__all__ = [
+    "CatalogReader",
+    "CompactIndex",
+    "build",
+    "cache_key",
+    "codes_of",
+    "coverage_figures",
+    "index",
+]

@@ -31,10 +31,15 @@ def main(argv: list[str]) -> int:
     if args.source:
         known = sorted({s.source for s in cat.sources})
         if args.source not in known:
-            print(f"kb coverage: no source {args.source!r}; known: {', '.join(known)}", file=sys.stderr)
+            print(
+                f"kb coverage: no source {args.source!r}; known: {', '.join(known)}",
+                file=sys.stderr,
+            )
             return 1
-        cat = store.Catalog(tuple(s for s in cat.sources if s.source == args.source),
-                            tuple(t for t in cat.templates if t.source == args.source))
+        cat = store.Catalog(
+            tuple(s for s in cat.sources if s.source == args.source),
+            tuple(t for t in cat.templates if t.source == args.source),
+        )
     cov = coverage.compute(cat, fams)
     if args.json:
         print(json.dumps(cov.to_json(), indent=2, ensure_ascii=False))

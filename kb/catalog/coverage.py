@@ -58,11 +58,18 @@ class SourceCoverage:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "source": self.source, "version": self.version, "origin": self.origin,
-            "commit": self.commit, "note": self.note, "templates": self.templates,
-            "to_entry": self.to_entry, "to_family_without_entry": self.to_family,
-            "hints_no_claim": self.no_claim, "unmapped": self.unmapped,
-            "entry_share": round(self.entry_share, 4), "known_share": round(self.known_share, 4),
+            "source": self.source,
+            "version": self.version,
+            "origin": self.origin,
+            "commit": self.commit,
+            "note": self.note,
+            "templates": self.templates,
+            "to_entry": self.to_entry,
+            "to_family_without_entry": self.to_family,
+            "hints_no_claim": self.no_claim,
+            "unmapped": self.unmapped,
+            "entry_share": round(self.entry_share, 4),
+            "known_share": round(self.known_share, 4),
             "entry_by_confidence": dict(self.entry_by_confidence),
             "by_entry": dict(sorted(self.by_entry.items(), key=lambda kv: (-kv[1], kv[0]))),
             "unmapped_by_folder": [g.to_json() for g in self.unmapped_by_folder],
@@ -78,14 +85,25 @@ class Coverage:
         """(templates, to an entry, to a family without entry, hints) over the sources, or one
         project's versions."""
         rows = [s for s in self.sources if source is None or s.source == source]
-        return (sum(s.templates for s in rows), sum(s.to_entry for s in rows),
-                sum(s.to_family for s in rows), sum(s.no_claim for s in rows))
+        return (
+            sum(s.templates for s in rows),
+            sum(s.to_entry for s in rows),
+            sum(s.to_family for s in rows),
+            sum(s.no_claim for s in rows),
+        )
 
     def to_json(self) -> dict[str, object]:
         t, e, f, h = self.total()
-        return {"sources": [s.to_json() for s in self.sources],
-                "total": {"templates": t, "to_entry": e, "to_family_without_entry": f,
-                          "hints_no_claim": h, "unmapped": t - e - f - h}}
+        return {
+            "sources": [s.to_json() for s in self.sources],
+            "total": {
+                "templates": t,
+                "to_entry": e,
+                "to_family_without_entry": f,
+                "hints_no_claim": h,
+                "unmapped": t - e - f - h,
+            },
+        }
 
 
 def _folder(path: str) -> str:
@@ -113,7 +131,9 @@ def _groups(templates: Iterable[Template], key: str) -> tuple[Group, ...]:
     return tuple(Group(k, n, example[k]) for k, n in top)
 
 
-def source_coverage(info: SourceInfo, templates: list[Template], families: Families) -> SourceCoverage:
+def source_coverage(
+    info: SourceInfo, templates: list[Template], families: Families
+) -> SourceCoverage:
     to_entry = to_family = no_claim = 0
     by_entry: Counter[str] = Counter()
     by_conf: Counter[str] = Counter()
@@ -131,16 +151,29 @@ def source_coverage(info: SourceInfo, templates: list[Template], families: Famil
         else:
             to_family += 1
     return SourceCoverage(
-        source=info.source, version=info.version, origin=info.origin, commit=info.commit,
-        note=info.note, templates=len(templates), to_entry=to_entry, to_family=to_family,
-        no_claim=no_claim, by_entry=dict(by_entry),
+        source=info.source,
+        version=info.version,
+        origin=info.origin,
+        commit=info.commit,
+        note=info.note,
+        templates=len(templates),
+        to_entry=to_entry,
+        to_family=to_family,
+        no_claim=no_claim,
+        by_entry=dict(by_entry),
         entry_by_confidence={c: by_conf[c] for c in ("high", "medium", "low")},
-        unmapped_by_folder=_groups(unmapped, "folder"), unmapped_by_words=_groups(unmapped, "words"))
+        unmapped_by_folder=_groups(unmapped, "folder"),
+        unmapped_by_words=_groups(unmapped, "words"),
+    )
 
 
 def compute(catalog: Catalog, families: Families) -> Coverage:
-    rows = [source_coverage(info, catalog.of(info.source, info.version), families)
-            for info in sorted(catalog.sources, key=lambda i: (i.source != "pytorch", i.source, i.version))]
+    rows = [
+        source_coverage(info, catalog.of(info.source, info.version), families)
+        for info in sorted(
+            catalog.sources, key=lambda i: (i.source != "pytorch", i.source, i.version)
+        )
+    ]
     return Coverage(tuple(rows))
 
 
@@ -149,17 +182,26 @@ def render_text(cov: Coverage, detail: bool = True) -> str:
     head = f"{'source':<16} {'version':<14} {'templates':>9} {'entry':>7} {'hi/med':>6} {'family':>7} {'hints':>6} {'unmapped':>8} {'entry%':>7} {'known%':>7}"
     lines = [head, "-" * len(head)]
     for s in cov.sources:
-        lines.append(f"{s.source:<16} {s.version[:14]:<14} {s.templates:>9} {s.to_entry:>7} "
-                     f"{s.entry_by_confidence.get('high', 0) + s.entry_by_confidence.get('medium', 0):>6} {s.to_family:>7} "
-                     f"{s.no_claim:>6} {s.unmapped:>8} {100 * s.entry_share:>6.1f}% {100 * s.known_share:>6.1f}%")
+        lines.append(
+            f"{s.source:<16} {s.version[:14]:<14} {s.templates:>9} {s.to_entry:>7} "
+            f"{s.entry_by_confidence.get('high', 0) + s.entry_by_confidence.get('medium', 0):>6} {s.to_family:>7} "
+            f"{s.no_claim:>6} {s.unmapped:>8} {100 * s.entry_share:>6.1f}% {100 * s.known_share:>6.1f}%"
+        )
     t, e, f, h = cov.total()
     lines.append("-" * len(head))
-    hm = sum(s.entry_by_confidence.get("high", 0) + s.entry_by_confidence.get("medium", 0) for s in cov.sources)
-    lines.append(f"{'all':<16} {'':<14} {t:>9} {e:>7} {hm:>6} {f:>7} {h:>6} {t - e - f - h:>8} "
-                 f"{100 * e / max(t, 1):>6.1f}% {100 * (e + f + h) / max(t, 1):>6.1f}%")
+    hm = sum(
+        s.entry_by_confidence.get("high", 0) + s.entry_by_confidence.get("medium", 0)
+        for s in cov.sources
+    )
+    lines.append(
+        f"{'all':<16} {'':<14} {t:>9} {e:>7} {hm:>6} {f:>7} {h:>6} {t - e - f - h:>8} "
+        f"{100 * e / max(t, 1):>6.1f}% {100 * (e + f + h) / max(t, 1):>6.1f}%"
+    )
     lines.append("")
-    lines.append("entry: mapped to a kb entry (hi/med: of those, at high or medium confidence); family: a named family kb has no entry for yet; "
-                 "hints: advice, fallbacks and Python's own wordings, which never claim")
+    lines.append(
+        "entry: mapped to a kb entry (hi/med: of those, at high or medium confidence); family: a named family kb has no entry for yet; "
+        "hints: advice, fallbacks and Python's own wordings, which never claim"
+    )
     if detail:
         for s in cov.sources:
             if not s.unmapped:
@@ -169,5 +211,5 @@ def render_text(cov: Coverage, detail: bool = True) -> str:
             for g in s.unmapped_by_folder[:5]:
                 lines.append(f"  {g.count:>6}  {g.key}")
             for g in s.unmapped_by_words[:5]:
-                lines.append(f"  {g.count:>6}  \"{g.key} ...\"  e.g. {g.example[:70]}")
+                lines.append(f'  {g.count:>6}  "{g.key} ..."  e.g. {g.example[:70]}')
     return "\n".join(lines)

@@ -50,8 +50,12 @@ class FamiliesError(Exception):
 
 
 class Families:
-    def __init__(self, rules: list[_Rule], singles: dict[tuple[str, str], Mapping],
-                 entry_codes: dict[tuple[str, int], str]) -> None:
+    def __init__(
+        self,
+        rules: list[_Rule],
+        singles: dict[tuple[str, str], Mapping],
+        entry_codes: dict[tuple[str, int], str],
+    ) -> None:
         self.rules = rules
         self.singles = singles
         self.entry_codes = entry_codes
@@ -118,8 +122,11 @@ def entry_codes(entries_dir: str | None = None) -> dict[tuple[str, int], str]:
     return out
 
 
-def load(path: str | None = None, entries_dir: str | None = None,
-         codes: dict[tuple[str, int], str] | None = None) -> Families:
+def load(
+    path: str | None = None,
+    entries_dir: str | None = None,
+    codes: dict[tuple[str, int], str] | None = None,
+) -> Families:
     """families.yaml read. `codes`: (api, value) -> entry, when the caller has the entries
     loaded already; else they are read from the entry files in `entries_dir` (or kb's own)."""
     import yaml
@@ -137,9 +144,16 @@ def load(path: str | None = None, entries_dir: str | None = None,
         by_code = bool(r.get("codes", False))
         if "entry" not in r and not by_code:
             raise FamiliesError(f"{where}: say `entry:` (an id, or null for a family without one)")
-        rules.append(_Rule(family=str(r["id"]), entry=r.get("entry"), confidence=conf,
-                           claims=bool(r.get("claims", True)), codes=by_code,
-                           conds=_compile(r, where)))
+        rules.append(
+            _Rule(
+                family=str(r["id"]),
+                entry=r.get("entry"),
+                confidence=conf,
+                claims=bool(r.get("claims", True)),
+                codes=by_code,
+                conds=_compile(r, where),
+            )
+        )
     singles: dict[tuple[str, str], Mapping] = {}
     for n, s in enumerate(data.get("templates") or []):
         where = f"templates[{n}]"
@@ -149,5 +163,6 @@ def load(path: str | None = None, entries_dir: str | None = None,
         if conf not in CONFIDENCES:
             raise FamiliesError(f"{where}: confidence must be one of {CONFIDENCES}")
         singles[(str(s["source"]), hole_blind(str(s["text"])))] = Mapping(
-            s["entry"], "template", conf, bool(s.get("claims", True)))
+            s["entry"], "template", conf, bool(s.get("claims", True))
+        )
     return Families(rules, singles, codes if codes is not None else entry_codes(entries_dir))

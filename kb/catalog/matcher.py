@@ -287,7 +287,9 @@ class Matcher:
                 caps.append(text[spans[k][1] : end].strip())
         end = len(text) if comp.holes_after[-1] else spans[-1][1]
         score = comp.total - 0.01 * sum(len(c) for c in caps)
-        return CatalogMatch(t, tuple(caps), start, end, False, False, 1.0, _prefix(text, start), score)
+        return CatalogMatch(
+            t, tuple(caps), start, end, False, False, 1.0, _prefix(text, start), score
+        )
 
     @staticmethod
     def _lead(comp: _Compiled, text: str, start: int) -> tuple[list[str], int]:

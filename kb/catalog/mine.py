@@ -131,8 +131,10 @@ _MACRO_RE = re.compile(
 )
 _THROW_RE = re.compile(r"\bthrow\s+(?:(?:std|c10|py|pybind11|torch)::)*([A-Za-z_]\w*)\s*\(")
 # an enum's text: `case X: return "...";` or `if (error == X) { return "..."; }` (cuBLAS's)
-_STATUS_RE = re.compile(r"(?:\bcase\s+[\w:]+\s*:|\bif\s*\(\s*\w+\s*==\s*[\w:]+\s*\))\s*(?:\{\s*)?"
-                        r"(?:return|\w+\s*=)\s*(?=\")")
+_STATUS_RE = re.compile(
+    r"(?:\bcase\s+[\w:]+\s*:|\bif\s*\(\s*\w+\s*==\s*[\w:]+\s*\))\s*(?:\{\s*)?"
+    r"(?:return|\w+\s*=)\s*(?=\")"
+)
 _FMT_RE = re.compile(
     r"\b(\w*(?:msg|err|error|message|reason|what)\w*)\s*(?:=|\+=|<<)\s*"
     r"(?:std::string\s*\(\s*)?(c10::str|fmt::format|std::format|at::str)\s*\(",

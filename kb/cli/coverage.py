@@ -54,5 +54,7 @@ def run_coverage(args: argparse.Namespace) -> int:
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--json", action="store_true", help="the figures as JSON")
-    sp.add_argument("--source", default="", metavar="NAME", help="one project only (pytorch, nccl...)")
+    sp.add_argument(
+        "--source", default="", metavar="NAME", help="one project only (pytorch, nccl...)"
+    )
     sp.add_argument("--brief", action="store_true", help="the table only, no unmapped groups")

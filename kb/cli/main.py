@@ -460,7 +460,7 @@ _COMMANDS: dict[
     "triage": (
         "Many failed jobs at once: one row per job into Parquet or DuckDB, with a summary.",
         "  kb triage /data/failed-jobs/2026-11-26 --out day.duckdb\n"
-        "  kb triage --sql \"select host, count(*) from faulty_nodes group by host\" day.duckdb",
+        '  kb triage --sql "select host, count(*) from faulty_nodes group by host" day.duckdb',
         None,
         None,
     ),

@@ -378,7 +378,9 @@ def _signature_hits(
     return out
 
 
-def _mapped_hit(entry, m: CatalogMatch, mapping: Mapping, number: int, line: str, count: int) -> Hit:
+def _mapped_hit(
+    entry, m: CatalogMatch, mapping: Mapping, number: int, line: str, count: int
+) -> Hit:
     sig = Signature(id=f"catalog-{mapping.family}", pattern="", level=mapping.confidence)
     return Hit(
         entry,

@@ -165,9 +165,7 @@ _SIGNALS = {
 _TORCHRUN_FAILED = _Lazy(
     r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
 )
-_SRUN = _Lazy(
-    r"^srun: error: (?P<node>\S+): tasks? (?P<task>[\d,-]+): (?P<what>.+?)\s*$"
-)
+_SRUN = _Lazy(r"^srun: error: (?P<node>\S+): tasks? (?P<task>[\d,-]+): (?P<what>.+?)\s*$")
 _SLURM_CANCEL = _Lazy(
     r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
     r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*"
@@ -206,7 +204,9 @@ def _wrapper_of(exc: str, message: str) -> str:
         return "mp.spawn"
     m = _CAUGHT.get().match(first)
     if m:
-        return "dataloader-worker" if "DataLoader worker" in m.group("where") else "exception-wrapper"
+        return (
+            "dataloader-worker" if "DataLoader worker" in m.group("where") else "exception-wrapper"
+        )
     if name.startswith("RayTaskError") or (
         name == "ActorDiedError" and "raised in its creation task" in first
     ):
@@ -533,7 +533,9 @@ class _Reader:
         broke in. A failure only when nothing better is shown, unless its header named the
         exception (IPython's "KeyError    Traceback (most recent call last)")."""
         if named:
-            return _Event(RootKind.EXCEPTION, n, text, exception=named, frames=frames, truncated=True)
+            return _Event(
+                RootKind.EXCEPTION, n, text, exception=named, frames=frames, truncated=True
+            )
         if not frames:
             return None
         return _Event(RootKind.EXCEPTION, n, text, frames=frames, truncated=True, report=True)
@@ -600,7 +602,9 @@ class _Reader:
         without one, its exit code says how the rank ended."""
         lines = ln.block.splitlines()
         self.skip_until = max(self.skip_until, ln.number + len(lines))
-        at = next((k for k, s in enumerate(lines) if "Root Cause (first observed failure)" in s), -1)
+        at = next(
+            (k for k, s in enumerate(lines) if "Root Cause (first observed failure)" in s), -1
+        )
         if at < 0:
             return []
         exit_line: tuple[int, str] | None = None
@@ -666,13 +670,22 @@ class _Reader:
             if word in ("terminated", "aborted") and m.group("cmd") is None and len(t) > 40:
                 return None
             return _Event(RootKind.SIGNAL, n, t, signal=_SIG_TEXT[word], message=t)
-        m = _KERNEL.get().search(t) if "xid" in low or "oom" in low or "memory" in low or "segfault" in low else None
+        m = (
+            _KERNEL.get().search(t)
+            if "xid" in low or "oom" in low or "memory" in low or "segfault" in low
+            else None
+        )
         if m:
             return _Event(RootKind.KERNEL, n, t, message=t)
         m = _SLURM_CANCEL.get().search(t) if "CANCELLED AT" in t else None
         if m:
             why = (m.group("why") or "").strip()
-            return _Event(RootKind.LAUNCHER, n, t, message=f"cancelled{' due to ' + why.lower() if why else ''}")
+            return _Event(
+                RootKind.LAUNCHER,
+                n,
+                t,
+                message=f"cancelled{' due to ' + why.lower() if why else ''}",
+            )
         m = _TORCHRUN_FAILED.get().search(t) if "failed (exitcode" in t else None
         if m:
             ev = _Event(RootKind.LAUNCHER, n, t, wrapper="torchrun", report=True, message=t)
@@ -711,7 +724,9 @@ class _Reader:
             msg = (m.group("msg") or "").strip().rstrip("`*_").rstrip()
             if msg.count('"') % 2:
                 msg = msg.rstrip('"').rstrip()  # the quote the sentence put around it
-            return _Event(RootKind.EXCEPTION, n, t, exception=m.group("type"), message=msg, mention=True)
+            return _Event(
+                RootKind.EXCEPTION, n, t, exception=m.group("type"), message=msg, mention=True
+            )
         return None
 
     def _faulthandler(self, i: int) -> tuple[list[Frame], int]:

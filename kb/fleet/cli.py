@@ -1,7 +1,8 @@
 """`kb triage`: every job under some folders -> a table (DuckDB or Parquet) and a summary.
 
     kb triage /logs/2026-11-26 --out day.duckdb --meta jobs.csv
-    kb triage --out day.duckdb --sql "SELECT host, failures, classes FROM faulty_nodes"
+    kb triage --sql "SELECT host, failures, classes FROM faulty_nodes" day.duckdb
+    kb triage --out day.duckdb --sql "..."        (the same)
 
 Progress goes to stderr (none with --quiet), the summary or the query's result to stdout.
 Exit codes as everywhere in kb: 0 written (or queried), 2 usage error or unreadable input (a
@@ -53,7 +54,9 @@ def parser() -> argparse.ArgumentParser:
         help="job folders, log files (.gz too), job tarballs, or folders of them",
     )
     p.add_argument(
-        "--out", required=True, metavar="FILE", help="the table: FILE.duckdb or FILE.parquet"
+        "--out",
+        metavar="FILE",
+        help="the table: FILE.duckdb or FILE.parquet (with --sql and no jobs: the table to query)",
     )
     p.add_argument(
         "--meta",
@@ -109,6 +112,12 @@ def main(argv: list[str]) -> int:
         return _usage(err, "--workers must be 1 or more")
     if args.address and args.engine != "ray":
         return _usage(err, "--address is for --engine ray")
+    # `kb triage --sql QUERY day.duckdb`: the one path is the table to query, not a job.
+    one = args.paths[0] if len(args.paths) == 1 else ""
+    if args.sql and not args.out and one.lower().endswith(store.FORMATS):
+        args.out, args.paths = one, []
+    if not args.out:
+        return _usage(err, "--out FILE.duckdb (or FILE.parquet) is needed")
     try:
         if not args.paths:
             if not args.sql:

@@ -50,7 +50,9 @@ class Frame:
     file: str
     line: int = 0  # 0 when the frame gave none
     function: str = ""
-    package: str = ""  # its top-level package ("torch"), the stdlib module ("json"), "" for user code
+    package: str = (
+        ""  # its top-level package ("torch"), the stdlib module ("json"), "" for user code
+    )
     origin: Origin = Origin.USER
     code: str = ""  # the source line printed under it, when shown
 

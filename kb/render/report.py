@@ -107,7 +107,10 @@ def root_text(root: RootFailure, st: Style) -> list[str]:
         out.append(f"  then        line {c.line_number}: {name}{via}, {_HOW[c.relation]}")
     if root.consequence:
         out.append(
-            "  " + st.dim(f"every failure in the log is a consequence ({root.consequence}); this is the first")
+            "  "
+            + st.dim(
+                f"every failure in the log is a consequence ({root.consequence}); this is the first"
+            )
         )
     if root.others:
         out.append(f"  also        {root.others} other failure(s) in the log")
@@ -202,10 +205,11 @@ def _root_elsewhere(r: LookupResult, best: Match) -> bool:
 def _catalog_how(m: Match) -> str:
     """How a message catalog match was made: the template the line fits (where its project
     prints it), then the entry's own signature on the message as printed, or the family."""
-    where = " ".join(x for x in (m.captures.get("template_source", ""),
-                                 m.captures.get("template_file", "")) if x)
+    where = " ".join(
+        x for x in (m.captures.get("template_source", ""), m.captures.get("template_file", "")) if x
+    )
     sig = m.signature or ""
-    via = f"family {sig[len('catalog-'):]}" if sig.startswith("catalog-") else f"signature {sig}"
+    via = f"family {sig[len('catalog-') :]}" if sig.startswith("catalog-") else f"signature {sig}"
     return f"message catalog: {where}; {via}" if where else f"message catalog; {via}"
 
 
@@ -222,7 +226,9 @@ def root_markdown(root: RootFailure) -> list[str]:
     if root.printed_by is not None:
         facts.append(f"printed by {root.printed_by.describe()}")
     for c in root.chain[:3]:
-        facts.append(f"then `{c.exception or c.wrapper}` ({_HOW[c.relation]}, line {c.line_number})")
+        facts.append(
+            f"then `{c.exception or c.wrapper}` ({_HOW[c.relation]}, line {c.line_number})"
+        )
     if root.others:
         facts.append(f"{root.others} other failure(s) in the log")
     return [*out, "; ".join(facts) + ".", ""]

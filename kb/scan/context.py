@@ -86,9 +86,7 @@ def _marker_above(
     return []
 
 
-def around(
-    body: bytes, ls: int, le: int, text_of: Callable[[bytes], tuple[str, str]]
-) -> Context:
+def around(body: bytes, ls: int, le: int, text_of: Callable[[bytes], tuple[str, str]]) -> Context:
     """The traceback lines above body[ls:le] and the lines its message continues on below, or ()
     when no traceback ends at this line. text_of is the scan's own line cleaner ((prefix, text)),
     passed in because this module sits below kb.scan.extract."""

@@ -52,6 +52,14 @@ class Blocking(Verifier):
         return Outcome(entry.id, "cancelled", duration_s=0.1)
 
 
+@pytest.fixture(autouse=True)
+def _no_blinking(monkeypatch):
+    """Cursors that never blink, from the moment each field is made: a blink phase caught in a
+    line the field has cached would make the picture differ from run to run."""
+    monkeypatch.setattr(TextArea.cursor_blink, "_default", False)
+    monkeypatch.setattr(Input.cursor_blink, "_default", False)
+
+
 def run_shown(app) -> bool:
     """The run is over and its log has scrolled to the verdict (the log scrolls after the next
     refresh, so "outcome set" alone can catch it still at its top on a busy machine)."""
@@ -61,20 +69,11 @@ def run_shown(app) -> bool:
 
 def still(*steps, until=None, idle=True):
     """Settle (idle: until nothing is in flight), then run each step (a key name or an async
-    function of the pilot), with the cursors not blinking from the start (a blink phase caught
-    in a cached line would make the picture differ from run to run)."""
-
-    def steady(pilot) -> None:
-        for screen in pilot.app.screen_stack:  # a dialog's fields too
-            for w in screen.query(TextArea).results():
-                w.cursor_blink = False
-            for w in screen.query(Input).results():
-                w.cursor_blink = False
+    function of the pilot)."""
 
     async def before(pilot):
         if idle:
             await settle(pilot)
-        steady(pilot)
         for step in steps:
             if callable(step):
                 await step(pilot)
@@ -82,7 +81,6 @@ def still(*steps, until=None, idle=True):
                 await pilot.press(step)
         if until is not None:
             await settle(pilot, until=lambda: until(pilot.app))
-        steady(pilot)
         await pilot.pause()
 
     return before
