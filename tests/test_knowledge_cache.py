@@ -127,3 +127,18 @@ def test_a_copy_with_other_entries_does_not_keep_the_cached_filing(local):
     assert fewer.signature_tables is None
     r = Engine(knowledge=fewer).lookup("Widget error: the widget exploded")
     assert r.best is None or r.best.id != "good-entry"
+
+
+def test_a_cache_from_an_older_kb_without_a_parse_memo_is_no_starting_point(tmp_path, monkeypatch):
+    """An upgrade: the state folder's last cache was written by a kb whose KnowledgeBase had no
+    `memo` (nor triggers or data). It must be passed over, never raise AttributeError."""
+    import types
+
+    import kb.knowledge.base as base
+
+    state = tmp_path / "state"
+    state.mkdir()
+    digest = "a" * 32
+    (state / base.LATEST).write_text(digest + "\n")  # the last cache any configuration wrote
+    monkeypatch.setattr(base, "_unpickle", lambda path, d: types.SimpleNamespace(entries=[]))
+    assert base._previous_memo(str(state), [], "tag") is None

@@ -436,9 +436,11 @@ def _previous_memo(
     if len(digest) != 32 or not digest.isalnum():
         return None
     kb = _unpickle(os.path.join(state, f"entries-{digest}.pickle"), digest)
-    if kb is None or kb.memo is None or kb.memo.tag != tag:
+    # A cache written by an older kb may lack any of these: it is then no starting point.
+    memo = getattr(kb, "memo", None)
+    if memo is None or getattr(memo, "tag", None) != tag:
         return None
-    return kb.memo, kb.triggers, kb.data
+    return memo, getattr(kb, "triggers", None), getattr(kb, "data", None)
 
 
 LATEST = "entries-latest.last"

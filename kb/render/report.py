@@ -199,6 +199,8 @@ def _root_elsewhere(r: LookupResult, best: Match) -> bool:
     root = r.root
     if root is None or not best.line_number or root.line_number == best.line_number:
         return False
+    if any(h.line_number == root.line_number for m in r.matches for h in m.hits):
+        return False  # an entry matched the root's line too: it is no unmatched failure
     return best.line not in root.message and root.line not in best.line
 
 
