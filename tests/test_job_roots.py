@@ -123,9 +123,9 @@ def test_a_thousand_ranks():
 NCCL_CARRIES_ASSERT = """\
 [rank0]:[E1123 10:00:30.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=20000) ran for 20013 milliseconds before timing out.
 [rank1]: Traceback (most recent call last):
-[rank1]:   File "/work/train.py", line 30, in <module>
-[rank1]:     dist.all_reduce(loss)
-[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3690, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.28.9
+[rank1]:   File "/home/kb/jobs/step.py", line 52, in sync_grads
+[rank1]:     dist.all_reduce(grad, group=dp_group)
+[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3
 [rank1]: ncclUnhandledCudaError: Call to CUDA function failed.
 [rank1]: Last error:
 [rank1]: Cuda failure 'device-side assert triggered'
