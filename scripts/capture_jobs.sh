@@ -77,6 +77,8 @@ export TORCH_SYMM_MEM_DISABLE_MULTICAST="${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}"
 # Flight Recorder dump before it aborts; 2 s keeps each job under a minute.
 export TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC="${TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC:-2000}"
 export TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC="${TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC:-60}"
+# Set, so torchrun does not print its OMP_NUM_THREADS banner into every capture.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 if ((cpu)); then
     export KB_JOB_BACKEND=gloo CUDA_VISIBLE_DEVICES=""
 fi

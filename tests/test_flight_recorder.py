@@ -158,6 +158,53 @@ def test_the_rank_comes_from_the_dump_when_it_says(tmp_path):
     assert (got.rank, got.rank_from) == (5, "groups")
 
 
+def _sub_group_dump(seqs, last, ranks="[2, 3]"):
+    """An NCCL sub-group's dump from a job whose default group is gloo: it configures its own
+    group only."""
+    d = dump([entry(s, pg=("1", "TENSOR_MODEL")) for s in seqs], last)
+    d["pg_config"] = {"1": {"name": "1", "desc": "TENSOR_MODEL", "ranks": ranks}}
+    d["pg_status"] = {"1": d["pg_status"].pop("0")}
+    return d
+
+
+def test_a_dump_named_by_its_rank_within_the_group(tmp_path):
+    """ProcessGroupNCCL names the dump by its rank in the first NCCL group the process made when
+    the default group is another backend: global rank 2 of group [2, 3] writes ..._rank_0."""
+    got = fr.load(_write(tmp_path / "nccl_trace_rank_0", _sub_group_dump([1], 1)))
+    assert (got.rank, got.rank_from, got.named_rank) == (2, "in-group", 0)
+    got = fr.load(_write(tmp_path / "nccl_trace_rank_1", _sub_group_dump([1], 1)))
+    assert (got.rank, got.rank_from) == (3, "in-group")
+    # a folder per rank settles it before the position does
+    (tmp_path / "rank3").mkdir()
+    got = fr.load(_write(tmp_path / "rank3" / "nccl_trace_rank_0", _sub_group_dump([1], 1)))
+    assert (got.rank, got.rank_from, got.named_rank) == (3, "folder", 0)
+    # a name past the group's size stays unknown, and says so
+    got = fr.load(_write(tmp_path / "nccl_trace_rank_5", _sub_group_dump([1], 1)))
+    assert (got.rank, got.rank_from) == (None, "contradicted")
+    assert "its name says rank 5" in analyze([got]).notes[0]
+
+
+def test_one_ranks_dumps_of_two_backends_are_read_as_one(tmp_path):
+    """Rank 3's gloo dump of the default group beside its NCCL dump of group [2, 3]: both are
+    compared; rank 2 never enqueued group 1's collective #2, which rank 3 waits in."""
+    (tmp_path / "rank2").mkdir()
+    (tmp_path / "rank3").mkdir()
+    world = [
+        fr.load(
+            _write(tmp_path / f"nccl_trace_rank_{r}", dump([entry(1)], 1, ranks="[]", completed=1))
+        )
+        for r in (0, 1, 2, 3)
+    ]
+    sub = [
+        fr.load(_write(tmp_path / "rank2" / "nccl_trace_rank_0", _sub_group_dump([1], 1))),
+        fr.load(_write(tmp_path / "rank3" / "nccl_trace_rank_1", _sub_group_dump([1, 2], 2))),
+    ]
+    c = analyze(world + sub)
+    assert not any("two Flight Recorder dumps" in n for n in c.notes)
+    assert c.roots == [2] and c.faults[2].finding.pg == "1"
+    assert set(c.waited) == {3}
+
+
 def test_a_tarball_of_dumps(tmp_path):
     import io
 

@@ -124,6 +124,10 @@ def analyze(dumps: list[Dump], job_ranks: set[int] | None = None) -> Collectives
                     "rank within a sub-group?)"
                 )
             continue
+        if d.rank in by_rank and not (by_rank[d.rank].pgs() & d.pgs()):
+            # one rank, two recorders: a gloo default group's dump beside its NCCL sub-groups'
+            by_rank[d.rank] = merge(by_rank[d.rank], d)
+            continue
         if d.rank in by_rank:
             notes.append(
                 f"two Flight Recorder dumps say they are rank {d.rank}: {by_rank[d.rank].path} "
@@ -143,6 +147,21 @@ def analyze(dumps: list[Dump], job_ranks: set[int] | None = None) -> Collectives
             findings.append(f)
     faults, waited = _decide(findings, by_rank)
     return Collectives(tuple(findings), faults, waited, tuple(notes))
+
+
+def merge(a: Dump, b: Dump) -> Dump:
+    """One rank's two dumps of different groups as one (each group's entries stay in order)."""
+    return Dump(
+        f"{a.path} + {b.path}",
+        a.rank,
+        a.version or b.version,
+        a.entries + b.entries,
+        {**a.status, **b.status},
+        {**a.groups, **b.groups},
+        a.rank_from,
+        a.comm_lib or b.comm_lib,
+        a.named_rank if a.named_rank is not None else b.named_rank,
+    )
 
 
 def _pg_order(pg: str) -> tuple:

@@ -46,6 +46,7 @@ def init() -> tuple[int, torch.device]:
         torch.cuda.set_device(dev)
         dist.init_process_group("gloo", timeout=timeout)
         _dump_on_failure()
+        _dump_folder_per_rank()
         warm = torch.ones(1)
         dist.all_reduce(warm)
         return dist.get_rank(), dev
@@ -86,6 +87,24 @@ def subgroups(size: int) -> tuple[dist.ProcessGroup, list[int]]:
             mine, members = g, ranks
     assert mine is not None
     return mine, members
+
+
+def _dump_folder_per_rank() -> None:
+    """With a default group that is not NCCL, ProcessGroupNCCL names its dump by the rank of the
+    first NCCL group the process created, not by the global rank: rank 0 of group 0-1 and rank 2
+    (rank 0 of group 2-3) both write <prefix>0, and one overwrites the other. A folder per global
+    rank keeps every dump; the name inside still carries the rank within the group, as torch
+    writes it. The writer reads the prefix at its first dump, so setting it here is in time."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get(
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
+    )
+    if not prefix:
+        return
+    folder, base = os.path.split(prefix)
+    mine = os.path.join(folder, f"rank{dist.get_rank()}")
+    os.makedirs(mine, exist_ok=True)
+    for var in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"):
+        os.environ[var] = os.path.join(mine, base)
 
 
 def say(rank: int, msg: str) -> None:

@@ -153,7 +153,9 @@ class Dump:
     entries: tuple[Entry, ...]
     status: dict[str, dict[str, int]]  # group name -> last_enqueued / started / completed
     groups: dict[str, Group] = field(default_factory=dict)  # group name -> its config
-    rank_from: str = "name"  # dump | groups | name | caller | none | contradicted
+    rank_from: str = (
+        "name"  # dump | groups | name | caller | folder | in-group | none | contradicted
+    )
     comm_lib: str = ""  # comm_lib_version: the NCCL version
     named_rank: int | None = None  # the rank its path names, when that is not `rank`
 
@@ -444,10 +446,13 @@ def _dump(data: dict, name: str, rank: int | None, budget: _Budget) -> Dump:
         if own is None:
             rank_from = "none"
         elif any(g.ranks and own not in g.ranks for g in groups.values()):
-            # The name says a rank its own groups do not hold: a dump named by its rank within
-            # a sub-group (ProcessGroupNCCL does that when the default group is not NCCL), or
-            # renamed. Its rank is unknown, and it is not compared.
-            own, named, rank_from = None, own, "contradicted"
+            # The name says a rank its own groups do not hold. ProcessGroupNCCL names its dump
+            # by its rank within the first NCCL group the process made when the default group
+            # is not NCCL: rank 2 of a group 2-3 writes <prefix>0. The folder's rank, or that
+            # position in the group, settles it when the groups agree; else the rank is
+            # unknown and the dump is not compared.
+            named = own
+            own, rank_from = _rank_within_group(name, named, groups)
     return Dump(
         name,
         own,
@@ -459,6 +464,30 @@ def _dump(data: dict, name: str, rank: int | None, budget: _Budget) -> Dump:
         _str(data.get("comm_lib_version", ""), budget, 32),
         named,
     )
+
+
+def _held_by_all(r: int, groups: dict[str, Group]) -> bool:
+    return all(r in g.ranks for g in groups.values() if g.ranks)
+
+
+def _rank_within_group(name: str, named: int, groups: dict[str, Group]) -> tuple[int | None, str]:
+    """(rank, how it was found) for a dump whose name gives a rank its groups do not hold."""
+    parts = name.replace("\\", "/").split("/")
+    if len(parts) > 1:
+        m = _RANK_DIR.match(parts[-2])
+        if m and _held_by_all(int(m.group(1)), groups):
+            return int(m.group(1)), "folder"
+    # the group it was named in is the first it made: the lowest id of those it configures
+    listed = sorted((g for g in groups.values() if g.ranks), key=lambda g: _group_key(g.name))
+    if listed and named < len(listed[0].ranks):
+        r = listed[0].ranks[named]
+        if _held_by_all(r, groups):
+            return r, "in-group"
+    return None, "contradicted"
+
+
+def _group_key(name: str) -> tuple:
+    return (not name.isdigit(), int(name) if name.isdigit() else 0, name)
 
 
 def _own_rank(data: dict, groups: dict[str, Group]) -> tuple[int | None, str]:
