@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 
@@ -371,48 +370,18 @@ def build(
 
 
 def _read(path: str, key: str) -> object | None:
-    try:
-        with open(path, "rb") as fh:
-            import gc
+    from kb.knowledge import pickle_file
 
-            enabled = gc.isenabled()
-            gc.disable()  # thousands of new objects and no cycles: no collection needed
-            try:
-                data = pickle.load(fh)
-            finally:
-                if enabled:
-                    gc.enable()
-    except (
-        OSError,
-        pickle.UnpicklingError,
-        EOFError,
-        AttributeError,
-        ImportError,
-        TypeError,
-        ValueError,
-    ):
-        return None
+    data = pickle_file.read(path)
     if isinstance(data, dict) and data.get("key") == key and data.get("format") == FORMAT:
         return data.get("value")
     return None
 
 
 def _write(path: str, key: str, value: object) -> bool:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as fh:
-            pickle.dump(
-                {"format": FORMAT, "key": key, "value": value}, fh, protocol=pickle.HIGHEST_PROTOCOL
-            )
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        return False
-    return True
+    from kb.knowledge import pickle_file
+
+    return pickle_file.write(path, {"format": FORMAT, "key": key, "value": value}) is None
 
 
 def _clean(state: str, keep: str) -> None:

@@ -7,7 +7,6 @@ number). Several files, or a folder, are one job (a job's per-rank logs, torchru
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -105,6 +104,8 @@ def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: b
         # One process's log: the single-result renderings, without the job modules.
         r = looked[0][1].result
         if fmt == "json":
+            import json  # only for --json: a plain-text lookup never imports it
+
             return json.dumps(result_dict(r), indent=2, ensure_ascii=False) + "\n"
         return (
             result_markdown(r, kb) if fmt == "markdown" else result_text(r, kb, Style(use_color()))
@@ -120,6 +121,8 @@ def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: b
         if batch:
             for (name, _), d in zip(looked, docs):
                 d["input"]["name"] = name
+        import json
+
         return json.dumps(docs if batch else docs[0], indent=2, ensure_ascii=False) + "\n"
     out = []
     for name, jl in looked:

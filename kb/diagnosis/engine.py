@@ -29,10 +29,11 @@ from kb.diagnosis.facts import Facts, extract_facts
 from kb.diagnosis.rank import Key, ranked
 from kb.diagnosis.rank import rank as rank_matches
 from kb.diagnosis.root import find_root
-from kb.knowledge.base import KnowledgeBase, gc_paused, load
+from kb.knowledge.base import KnowledgeBase, load
 from kb.knowledge.data import KnowledgeData
 from kb.knowledge.data import bundled as bundled_data
 from kb.knowledge.data import register as register_data
+from kb.knowledge.pickle_file import gc_paused
 from kb.knowledge.signatures import Hit, SignatureIndex, scan_hits
 from kb.model.entry import Entry, Match, Signature
 from kb.model.record import field, record

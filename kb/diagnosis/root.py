@@ -664,7 +664,7 @@ class _Reader:
             ev = _Event(RootKind.SIGNAL, n, t, message=what, signal=sig)
             ev.frames, ev.span = self._faulthandler(i)
             return ev
-        m = _SHELL_SIGNAL.get().match(t)
+        m = _SHELL_SIGNAL.get().match(t) if any(w in low for w in _SIG_TEXT) else None
         if m and (m.group("cmd") is None or re.match(r"^\s{2,}|^\s+\S", m.group("cmd"))):
             word = m.group("sig").lower()
             if word in ("terminated", "aborted") and m.group("cmd") is None and len(t) > 40:
@@ -672,7 +672,7 @@ class _Reader:
             return _Event(RootKind.SIGNAL, n, t, signal=_SIG_TEXT[word], message=t)
         m = (
             _KERNEL.get().search(t)
-            if "xid" in low or "oom" in low or "memory" in low or "segfault" in low
+            if "xid" in low or "oom" in low or "out of memory: kill" in low or "segfault" in low
             else None
         )
         if m:

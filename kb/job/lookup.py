@@ -170,7 +170,7 @@ def _read_dumps(inputs) -> tuple[list, list[str]]:
     reading the job's files: a file that cannot be read, a dump refused and why, what was left
     out of a folder."""
     import kb.job.parsers.flight_recorder as flight_recorder
-    from kb.knowledge.base import gc_paused
+    from kb.knowledge.pickle_file import gc_paused
 
     problems = list(inputs.problems)
     dumps = []

@@ -9,13 +9,12 @@ with; only files that changed in the last seconds are read and hashed again (see
 
 from __future__ import annotations
 
-import gc
 import os
-import pickle
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 
 from kb import paths
+from kb.knowledge import pickle_file
+from kb.knowledge.pickle_file import gc_paused
 from kb.model.entry import Entry, Evidence, Problem
 from kb.model.record import field, record
 from kb.paths import entry_file_names, evidence_file_names
@@ -37,11 +36,13 @@ _DEPENDS = (
     _SCHEMA,
     os.path.join(_DATA_DIR, "wrappers.yaml"),
     os.path.join(_DATA_DIR, "job-wordings.yaml"),
+    os.path.join(_DATA_DIR, "cuda_codes.json"),  # its table is pickled with the data
 )
 
-_CACHE_FORMAT = 14  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
+_CACHE_FORMAT = 15  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
 # 9: kb.record records, signatures' key words; 10: where they are filed, entries' details
-# pickled apart; 11: announces; 12: the trigger set; 13: the skim's own literals; 14: raised_in
+# pickled apart; 11: announces; 12: the trigger set; 13: the skim's own literals; 14: raised_in;
+# 15: the parse memo in a file of its own, records without their outputs, the CUDA code table
 
 
 @record
@@ -104,20 +105,6 @@ class KnowledgeBase:
 
     def evidence_for(self, entry_id: str) -> list[Evidence]:
         return self.evidence.get(entry_id, [])
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while many long-lived objects are made at once
-    (unpickling the entries, indexing their signatures): it would walk them again and again
-    looking for cycles there are none of. Reference counting frees everything as usual."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 @record
@@ -201,25 +188,13 @@ def _stat_key(groups: list[tuple[str, list[str]]]) -> tuple[str, str] | None:
     return _key_name(groups), "\n".join(lines)
 
 
-def _mark_used(fd: int) -> None:
-    """Clean-up removes caches nobody used for STALE_DAYS, judged by their mtime: a cache read
-    every day but written long ago must not look unused. Touched at most once a day."""
-    import time
-
-    try:
-        if os.fstat(fd).st_mtime < time.time() - 86400:
-            os.utime(fd)
-    except (OSError, NotImplementedError):  # read-only folder, or no utime on an fd here
-        pass
-
-
 def _read_pointer(path: str, described: str) -> str:
     """The content hash the key file recorded for exactly these files, else ''."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as fh:
             digest, _, seen = fh.read().partition("\n")
             if seen == described and len(digest) == 32:
-                _mark_used(fh.fileno())
+                pickle_file._mark_used(fh.fileno())
                 return digest
     except (OSError, ValueError):
         pass
@@ -227,20 +202,7 @@ def _read_pointer(path: str, described: str) -> str:
 
 
 def _unpickle(cache: str | Path, digest: str) -> KnowledgeBase | None:
-    try:
-        with open(cache, "rb") as fh, gc_paused():
-            kb = pickle.load(fh)
-            _mark_used(fh.fileno())
-    except (
-        OSError,
-        pickle.UnpicklingError,
-        EOFError,
-        AttributeError,
-        ImportError,
-        TypeError,
-        ValueError,
-    ):
-        return None
+    kb = pickle_file.read(cache, mark_used=True)
     if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
         kb.warnings = []
         return kb
@@ -400,7 +362,7 @@ def _parse(
     else:
         from kb.knowledge.evidence import read_evidence
 
-        records, damaged = read_evidence(Path(ev_name))
+        records, damaged = read_evidence(Path(ev_name), with_output=False)
     kb = KnowledgeBase(result.entries, [*result.problems, *damaged], records, snap.digest)
     kb.memo = ParseMemo(snap.tag, files, snap.evidence_tag, records, tuple(damaged))
     return kb, result.unsettled, bool(stale)
@@ -436,14 +398,18 @@ def _previous_memo(
     if len(digest) != 32 or not digest.isalnum():
         return None
     kb = _unpickle(os.path.join(state, f"entries-{digest}.pickle"), digest)
+    memo = pickle_file.read(os.path.join(state, f"entries-{digest}.memo"))
     # A cache written by an older kb may lack any of these: it is then no starting point.
-    memo = getattr(kb, "memo", None)
-    if memo is None or getattr(memo, "tag", None) != tag:
+    if kb is None or not isinstance(memo, ParseMemo) or memo.tag != tag:
         return None
     return memo, getattr(kb, "triggers", None), getattr(kb, "data", None)
 
 
 LATEST = "entries-latest.last"
+
+
+def _memo_path(cache: Path) -> Path:
+    return cache.with_name(cache.name[: -len(".pickle")] + ".memo")
 
 
 def _note_last(cache: Path, last_name: str, settled: bool) -> None:
@@ -461,8 +427,9 @@ def _note_last(cache: Path, last_name: str, settled: bool) -> None:
     _write_pointer(last, f"{digest}\n{'settled' if settled else 'unsettled'}")
     _write_pointer(cache.with_name(LATEST), digest)
     if how.strip() == "unsettled" and before.strip() not in ("", digest):
-        with suppress(OSError):
-            cache.with_name(f"entries-{before.strip()}.pickle").unlink()
+        for ext in ("pickle", "memo"):
+            with suppress(OSError):
+                cache.with_name(f"entries-{before.strip()}.{ext}").unlink()
 
 
 class _BuildLock:
@@ -522,29 +489,28 @@ def _write_pointer(path: Path, text: str) -> None:
 
 
 def _write_cache(cache: Path, kb: KnowledgeBase) -> str | None:
-    """Write the cache atomically; the reason when it cannot be written."""
-    import tempfile  # only when (re)writing the cache: it drags shutil in
+    """Write the cache atomically; the reason when it cannot be written. The parse memo goes to
+    a file of its own beside it: only the next cache build reads it, never a lookup."""
     import time
 
-    tmp = None
+    memo, kb.memo = kb.memo, None
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".entries-")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(kb, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, cache)  # atomic: a concurrent reader sees the old file or the new one
-    except OSError as e:
-        if tmp:
-            with suppress(OSError):
-                os.unlink(tmp)
-        return e.strerror or str(e)
+        problem = pickle_file.write(cache, kb)
+    finally:
+        kb.memo = memo
+    if problem:
+        return problem
+    if memo is not None:
+        pickle_file.write(_memo_path(cache), memo)  # a memo lost is only a slower next build
     # Another configuration (other KB_PATH, other checkout) may share this folder: only caches
     # nobody has used for a long time are removed.
     cutoff = time.time() - STALE_DAYS * 86400
-    olds = [cache.parent.glob(f"entries-*.{ext}") for ext in ("pickle", "key", "last", "lock")]
+    keep = (cache, _memo_path(cache))
+    exts = ("pickle", "memo", "key", "last", "lock")
+    olds = [cache.parent.glob(f"entries-*.{ext}") for ext in exts]
     for old in [f for found in olds for f in found]:
         try:
-            if old != cache and old.stat().st_mtime < cutoff:
+            if old not in keep and old.stat().st_mtime < cutoff:
                 old.unlink()
         except OSError:
             pass

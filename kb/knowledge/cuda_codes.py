@@ -6,13 +6,13 @@ CUresult 4 is CUDA_ERROR_DEINITIALIZED. So lookups by value return every interpr
 the caller weigh them with other evidence (the era of the wording, the API named in the log).
 
 The table is kb/data/cuda_codes.json: "runtime" and "driver" were read from the libraries on a
-GPU by scripts/dump_cuda_codes.py; "runtime_legacy" is the CUDA <= 10.0 numbering. Only json is
-imported, and the file is read once, on first use, so `import kb` stays cheap.
+GPU by scripts/dump_cuda_codes.py; "runtime_legacy" is the CUDA <= 10.0 numbering. The table
+comes with the entry cache when a knowledge base is loaded (kb.knowledge.data), else the file is
+read once, on first use, so `import kb` stays cheap.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from functools import lru_cache
 
@@ -34,11 +34,23 @@ class CodeInfo:
     text: str
 
 
-@lru_cache(maxsize=1)
+_LOADED: list[dict] = []  # the table, once read or registered
+
+
+def register(table: dict) -> None:
+    """The table as the entry cache holds it (read from the same file when the cache was made)."""
+    if not _LOADED:
+        _LOADED.append(table)
+
+
 def table() -> dict:
     """The raw JSON (shared, cached: do not mutate it)."""
-    with open(_TABLE, encoding="utf-8") as f:
-        return json.load(f)
+    if not _LOADED:
+        import json
+
+        with open(_TABLE, encoding="utf-8") as f:
+            _LOADED.append(json.load(f))
+    return _LOADED[0]
 
 
 @lru_cache(maxsize=1)

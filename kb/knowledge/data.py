@@ -73,6 +73,9 @@ class KnowledgeData:
     wrappers: WrapperForms | None
     jobs: JobWordings | None
     problems: list[Problem] = field(default_factory=list)
+    # kb/data/cuda_codes.json as read (kb.knowledge.cuda_codes): pickled with the entry cache, so
+    # a lookup that meets a CUDA error neither imports json nor parses the file.
+    cuda_codes: dict | None = None
 
     def literals(self) -> list[str]:
         """Text every line these forms read holds, for the scan's trigger set."""
@@ -101,10 +104,13 @@ def load_data(folder: str | None = None) -> KnowledgeData:
         got[name] = (data, str(path))
     w, wpath = got["wrappers.yaml"]
     j, jpath = got["job-wordings.yaml"]
+    from kb.knowledge import cuda_codes
+
     return KnowledgeData(
         _wrappers(w, wpath) if w is not None else None,
         _jobs(j, jpath) if j is not None else None,
         problems,
+        cuda_codes.table(),
     )
 
 
@@ -152,6 +158,10 @@ def register(data: KnowledgeData) -> None:
     that are given none use, so they never parse the files again."""
     if not _CURRENT:
         _CURRENT.append(data)
+        if data.cuda_codes is not None:
+            from kb.knowledge import cuda_codes
+
+            cuda_codes.register(data.cuda_codes)
 
 
 def bundled() -> KnowledgeData:

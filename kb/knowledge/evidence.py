@@ -25,10 +25,14 @@ def load_evidence(root: Path) -> dict[str, list[Evidence]]:
     return read_evidence(root)[0]
 
 
-def read_evidence(root: Path) -> tuple[dict[str, list[Evidence]], list[Problem]]:
+def read_evidence(
+    root: Path, with_output: bool = True
+) -> tuple[dict[str, list[Evidence]], list[Problem]]:
     """The records under root, by entry, newest first, and a Problem for each record that cannot
     be read or breaks kb/knowledge/evidence.schema.json. A damaged record never stops a lookup,
-    and is never skipped in silence: lint and every command report it."""
+    and is never skipped in silence: lint and every command report it. with_output=False leaves
+    out the repros' outputs (a loaded knowledge base needs only the verdicts: the outputs are
+    most of the records' bytes, and every lookup would unpickle them)."""
     out: dict[str, list[Evidence]] = {}
     problems: list[Problem] = []
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -56,6 +60,8 @@ def read_evidence(root: Path) -> tuple[dict[str, list[Evidence]], list[Problem]]
             continue
         data = {k: v for k, v in data.items() if k in _FIELDS}
         data["matched"] = tuple(data.get("matched") or ())
+        if not with_output:
+            data.pop("output", None)
         out.setdefault(data["entry"], []).append(Evidence(**data))
     for evs in out.values():
         evs.sort(key=lambda e: e.date, reverse=True)

@@ -62,6 +62,9 @@ _BOLD_SRC = r"(?<!\*)\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?!\*)"  # **text**, not 
 # A line can only carry a prefix if it starts with one of these; most error lines start with a
 # letter of an exception name and skip the (lazily compiled) prefix regex entirely.
 _PREFIX_START = frozenset(" \t0123456789[#rEIWDCF│┃║|>-*")
+# A line starting with a letter carries a prefix only if it starts with one of these words (a
+# log level, "rank3:", pytest's "E   "): "CUDA error: ..." is passed over without the regex.
+_PREFIX_WORDS = ("rank", "ERROR", "E ", "E\t", "INFO", "WARN", "DEBUG", "CRITICAL", "FATAL")
 _RX: dict[str, re.Pattern] = {}
 
 
@@ -92,7 +95,8 @@ def peel(line: str) -> tuple[str, str]:
         line = _rx("ansi").sub("", line)
     line = line.rstrip("\r\n")
     start = 0
-    if line[:1] in _PREFIX_START:
+    first = line[:1]
+    if first in _PREFIX_START and (not first.isalpha() or line.startswith(_PREFIX_WORDS)):
         prefix = _rx("prefix")
         for _ in range(8):
             m = prefix.match(line, start)

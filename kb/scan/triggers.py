@@ -74,12 +74,33 @@ _ERROR_WORDS = (
     rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)"
 )
 _ERROR_EXTRA = rb"|NCCL WARN|Signal \d+ \(SIG"
-ERRORISH = re.compile(_ERROR_WORDS + rb"[:\] \r\n]" + _ERROR_EXTRA)
-ERRORISH_TEXT = re.compile((_ERROR_WORDS + rb"(?:[:\] ]|$)" + _ERROR_EXTRA).decode())
-
+_SOURCES: dict[str, tuple[str | bytes, int]] = {
+    "ERRORISH": (_ERROR_WORDS + rb"[:\] \r\n]" + _ERROR_EXTRA, 0),
+    "ERRORISH_TEXT": ((_ERROR_WORDS + rb"(?:[:\] ]|$)" + _ERROR_EXTRA).decode(), 0),
+    "_CORE_RX": ("|".join(re.escape(w) for w in sorted(CORE, key=len, reverse=True)), 0),
+    "_WORD": (r"\w+", 0),
+    "_NOT_ALNUM": (r"[\W_]+", 0),
+}
 _CORE_B = tuple(w.encode() for w in CORE)
-_CORE_RX = re.compile("|".join(re.escape(w) for w in sorted(CORE, key=len, reverse=True)))
-_WORD = re.compile(r"\w+")
+
+
+def __getattr__(name: str) -> re.Pattern:
+    """ERRORISH, ERRORISH_TEXT and the rest, compiled on first use: a one-line lookup needs none
+    of them, and compiling them all cost every cold start about a millisecond."""
+    src = _SOURCES.get(name)
+    if src is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    pattern, flags = src
+    rx: re.Pattern = re.compile(pattern, flags)
+    globals()[name] = rx
+    return rx
+
+
+def _rx(name: str) -> re.Pattern:
+    got = globals().get(name)
+    return got if got is not None else __getattr__(name)
+
+
 # Bytes that end a word, for the pure-Python search: ASCII punctuation and spaces. Other bytes
 # (letters, digits, _, and every byte of a non-ASCII character) stay in the word.
 _SPLIT = bytes(c if c >= 128 or chr(c).isalnum() or c == 95 else 32 for c in range(256))
@@ -117,7 +138,7 @@ class Triggers:
         skim = [
             lit
             for lit in _skim_literals(literals if skim is None else skim)
-            if not ERRORISH_TEXT.search(lit)
+            if not _rx("ERRORISH_TEXT").search(lit)
         ]
         self.errorish: tuple[bytes, ...] = tuple(lit.lower().encode() for lit in skim)
         # The pure-Python search finds a literal by one whole word of it first (a set look-up
@@ -152,7 +173,7 @@ class Triggers:
 
     def errorish_text(self, text: str) -> bool:
         """An error-looking line (for lines leaving the tail of a long log for its middle)."""
-        if ERRORISH_TEXT.search(text):
+        if _rx("ERRORISH_TEXT").search(text):
             return True
         if not self.errorish:
             return False
@@ -193,7 +214,7 @@ class Triggers:
             db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
             offs.sort()
             return offs
-        offs = [m.start() for m in ERRORISH.finditer(body, start, end)]
+        offs = [m.start() for m in _rx("ERRORISH").finditer(body, start, end)]
         if self.errorish:
             low = body[start:end].lower()
             offs += [start + o for o in self._literal_offsets(low, 0, len(low), errorish=True)]
@@ -243,7 +264,7 @@ class Triggers:
         except Exception:  # no wheel for this platform
             return None
         if kind == "errorish":
-            exprs = [ERRORISH.pattern] + [re.escape(b) for b in self.errorish]
+            exprs = [_rx("ERRORISH").pattern] + [re.escape(b) for b in self.errorish]
             flags = [0] + [hyperscan.HS_FLAG_CASELESS] * len(self.errorish)
         else:
             exprs = [re.escape(b) for b in _CORE_B + self.literals]
@@ -296,7 +317,7 @@ def _reduce(literals: Iterable[str]) -> list[str]:
         low = lit.lower()
         if _alnum_bytes(low) < MIN_ALNUM:
             continue
-        if low in seen or _CORE_RX.search(low):
+        if low in seen or _rx("_CORE_RX").search(low):
             continue
         out.append(lit)
         seen.add(low)
@@ -327,24 +348,21 @@ def _skim_literals(literals: Iterable[str]) -> list[str]:
         low = lit.lower()
         if low in seen or _alnum_bytes(low) < MIN_ALNUM:
             continue
-        if _CORE_RX.search(low) and _alnum_bytes(_CORE_RX.sub(" ", low)) < MIN_ALNUM:
+        if _rx("_CORE_RX").search(low) and _alnum_bytes(_rx("_CORE_RX").sub(" ", low)) < MIN_ALNUM:
             continue
         out.append(lit)
         seen.add(low)
     return out
 
 
-_NOT_ALNUM = re.compile(r"[\W_]+")
-
-
 def _alnum_bytes(text: str) -> int:
     """UTF-8 bytes of the text's letters and digits (one pass in C: run for every literal)."""
-    return len(_NOT_ALNUM.sub("", text).encode())
+    return len(_rx("_NOT_ALNUM").sub("", text).encode())
 
 
 def _anchor(literal: str) -> str:
     """The longest whole ASCII word of the literal (not cut at either end of it), or ''."""
-    words = list(_WORD.finditer(literal))
+    words = list(_rx("_WORD").finditer(literal))
     best = ""
     for m in words:
         w = m.group()
