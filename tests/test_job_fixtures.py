@@ -122,8 +122,10 @@ def test_readme_job_example_is_real(job):
     assert lines[len(shown)] == ""  # the example shows the whole job part
 
 
-# The same jobs on GPUs (NCCL), captured with scripts/capture_jobs.sh on a 2-GPU host (2x H100,
-# torch 2.11, NCCL 2.28.9) and kept where they were captured; skipped where not captured.
+# The same jobs on GPUs (NCCL), captured with scripts/capture_jobs.sh on 2-GPU hosts (torch 2.11,
+# NCCL 2.28.9; each fixture's env.txt names its GPUs: 2x H200 for device_assert, stall, oom,
+# mismatch and sigkill, 2x H100 for the rest) and kept where they were captured; skipped where
+# not captured.
 GPU_EXPECT = {
     "device_assert": (1, {"cuda-device-side-assert"}),
     "nccl_assert": (1, {"cuda-device-side-assert"}),
@@ -216,29 +218,28 @@ def _captured(name: str):
 
 def test_gpu_mismatch_in_a_sub_group():
     """4 ranks on 2 GPUs (world on gloo, groups 0-1 and 2-3 on NCCL): rank 3 never comes back from
-    its group's all_reduce of the other size. The sub-groups' own NCCL dumps were written under
-    their ranks within the group, so they contradict their names and are not compared."""
+    its group's all_reduce of the other size, and never reaches the world's next one. Its NCCL
+    dump is named by its rank within group 2-3 (..._rank_1) in its own folder (rank3/): it is
+    read as rank 3's, beside its gloo dump of the world group."""
     jl = job_of(_captured("sub_mismatch"))
     assert set(roots_of(jl)) == {3}
-    assert any(
-        "its name says rank 1, but its process groups hold ranks 2, 3" in n for n in jl.job.notes
-    )
+    from kb.job.parsers import flight_recorder as fr
+
+    d = fr.load(_captured("sub_mismatch") / "fr" / "rank3" / "nccl_trace_rank_1")
+    assert (d.rank, d.rank_from, d.named_rank) == (3, "folder", 1)
+    assert not any("its name says" in n for n in jl.job.notes)
 
 
-def test_gpu_two_groups_names_the_rank_its_dumps_show():
-    jl = job_of(_captured("two_groups"))
-    assert 2 in roots_of(jl) and not {0, 3} & set(roots_of(jl))
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="a known miss: group 0-1's NCCL dumps were overwritten (both "
-    "sub-groups wrote nccl_trace_rank_<rank within the group>), and only its "
-    "watchdog lines show rank 1 stopped short",
-)
 def test_gpu_two_groups_names_both_roots():
+    """Rank 1 stalls before group 0-1's NCCL all_reduce (rank 0 waits there), rank 2 before the
+    world's gloo all_reduce (rank 3 waits there): both are named, each in its own group. Every
+    rank's NCCL dump is kept in its own folder (before, group 0-1's and group 2-3's dumps shared
+    names and one overwrote the other)."""
     jl = job_of(_captured("two_groups"))
-    assert set(roots_of(jl)) == {1, 2}
+    assert roots_of(jl) == {1: "stalled", 2: "stalled"}
+    r = {x.rank: x for x in jl.job.roots}
+    assert r[1].group == "1" and r[2].group == "0 (default_pg)"
+    assert roles(jl) == {0: "consequence", 1: "root", 2: "root", 3: "consequence"}
 
 
 def test_a_real_watchdog_line_carries_the_assert():

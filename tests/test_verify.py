@@ -510,3 +510,20 @@ def test_runs_that_disagree_are_flaky_with_counts_and_exit_codes():
     assert "reproduced 2/3" in o.detail and "not-reproduced 1/3" in o.detail and "-11" in o.detail
     same = combine_runs([ok, ok, ok])
     assert same.status == verify.REPRODUCED and "all 3 runs agree" in same.detail
+
+
+def test_a_cancelled_run_is_no_verdict_and_is_not_counted():
+    """--repeat 3 stopped during the second run (Ctrl-C, a time limit on the whole command): the
+    run that finished is the verdict, with runs=1, never "flaky" from a run that was cut short."""
+    from kb.verify.verifier import CANCELLED, Outcome, combine_runs
+
+    ok = Outcome("e", verify.REPRODUCED, verify.FIX_VERIFIED, exit_code=1, fix_exit_code=0)
+    cut = Outcome("e", CANCELLED, "", detail="cancelled; process group killed")
+    o = combine_runs([ok, cut])
+    assert o.status == verify.REPRODUCED and o.fix_status == verify.FIX_VERIFIED
+    assert (o.runs, o.reproduced_runs) == (1, 1) and not o.failed
+    assert "1 of 2 runs cancelled, not counted" in o.detail
+    fix_cut = Outcome("e", verify.REPRODUCED, CANCELLED, exit_code=1)
+    o = combine_runs([ok, ok, fix_cut])
+    assert (o.status, o.runs, o.reproduced_runs) == (verify.REPRODUCED, 2, 2)
+    assert combine_runs([cut, cut]).status == CANCELLED

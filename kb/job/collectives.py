@@ -150,12 +150,15 @@ def analyze(dumps: list[Dump], job_ranks: set[int] | None = None) -> Collectives
 
 
 def merge(a: Dump, b: Dump) -> Dump:
-    """One rank's two dumps of different groups as one (each group's entries stay in order)."""
+    """One rank's two dumps of different groups as one. Their entries are put in the order they
+    were created (one process, one clock), as one buffer would hold them: which collective a
+    rank waiting in two groups entered first is read from that order (_first)."""
+    entries = sorted(a.entries + b.entries, key=lambda e: e.created_ns)
     return Dump(
         f"{a.path} + {b.path}",
         a.rank,
         a.version or b.version,
-        a.entries + b.entries,
+        tuple(entries),
         {**a.status, **b.status},
         {**a.groups, **b.groups},
         a.rank_from,

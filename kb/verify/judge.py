@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kb.model.record import record, replace
-from kb.verify.outcome import FLAKY, REPRODUCED, Outcome
+from kb.verify.outcome import CANCELLED, FLAKY, REPRODUCED, Outcome
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 
@@ -74,7 +74,15 @@ def why_not(entry: Entry, j: Judgement, rc: int | None) -> str:
 def combine_runs(runs: list[Outcome]) -> Outcome:
     """One verdict from the same entry run N times (`kb verify --repeat N`): the common verdict
     when every run agrees, else FLAKY with the counts and each run's exit codes, so a proof that
-    holds only sometimes says so."""
+    holds only sometimes says so. A run cut short by a cancel (Ctrl-C, a time limit on the
+    whole command) is no verdict: it is left out, and the detail says how many were."""
+    done = [o for o in runs if CANCELLED not in (o.status, o.fix_status)]
+    if done and len(done) < len(runs):
+        got = combine_runs(done)
+        if len(done) == 1:
+            got = replace(got, runs=1, reproduced_runs=int(got.status == REPRODUCED))
+        note = f"{len(runs) - len(done)} of {len(runs)} runs cancelled, not counted"
+        return replace(got, detail=f"{got.detail} ({note})" if got.detail else f"({note})")
     first = runs[0]
     if len(runs) == 1:
         return first
