@@ -1,3 +1,3 @@
 """kb's version: one place, read by the package, the entry cache key and the wheel."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

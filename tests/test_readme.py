@@ -54,3 +54,35 @@ def test_readme_lookup_example_output_is_real():
     )
     first_shown = shown.strip().splitlines()[0]
     assert out.stdout.splitlines()[0] == first_shown
+
+
+def test_every_console_example_is_what_kb_prints():
+    """Every ```console example whose output the README shows is what today's kb prints, whole
+    (up to a `...` that cuts it): scripts/readme_examples.py runs them and compares."""
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "readme_examples.py")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+
+
+def test_the_example_checker_sees_a_stale_line(tmp_path):
+    """The checker is not a rubber stamp: a README whose example says something kb does not
+    print fails it, and --write puts back what kb prints."""
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        '```console\n$ kb lookup "cuda runtime error (4)" | head -2\n'
+        "cuda-some-other-entry  not what kb says\n  confidence  low\n```\n",
+        encoding="utf-8",
+    )
+    script = str(REPO / "scripts" / "readme_examples.py")
+    bad = subprocess.run(
+        [sys.executable, script, "--readme", str(readme)], capture_output=True, text=True
+    )
+    assert bad.returncode == 1 and "cuda-some-other-entry" in bad.stdout
+    subprocess.run([sys.executable, script, "--readme", str(readme), "--write"], check=True)
+    assert "cuda-unspecified-launch-failure" in readme.read_text(encoding="utf-8")
+    ok = subprocess.run([sys.executable, script, "--readme", str(readme)], capture_output=True)
+    assert ok.returncode == 0
