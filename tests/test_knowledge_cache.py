@@ -142,3 +142,30 @@ def test_a_cache_from_an_older_kb_without_a_parse_memo_is_no_starting_point(tmp_
     (state / base.LATEST).write_text(digest + "\n")  # the last cache any configuration wrote
     monkeypatch.setattr(base, "_unpickle", lambda path, d: types.SimpleNamespace(entries=[]))
     assert base._previous_memo(str(state), [], "tag") is None
+
+
+def test_the_same_knowledge_elsewhere_has_the_same_identity_and_its_own_cache(tmp_path):
+    """kb triage's `knowledge` column is the identity: one set of files cloned to two folders
+    is the same knowledge (and two caches, whose names say where); an edit is other knowledge."""
+    a, b = tmp_path / "a" / "local", tmp_path / "b" / "local"
+    for d in (a, b):
+        d.mkdir(parents=True)
+        (d / "good-entry.yaml").write_text(GOOD)
+    ka, kb_ = load(bundled=[a]), load(bundled=[b])
+    assert ka.identity and ka.identity == kb_.identity
+    assert ka.content_hash != kb_.content_hash
+    (b / "good-entry.yaml").write_text(GOOD.replace(_title(kb_), _title(kb_) + " (edited)"))
+    assert load(bundled=[b], use_cache=False).identity != ka.identity
+
+
+def test_the_parse_memo_is_kept_apart_from_what_a_lookup_reads(local):
+    """The cache a lookup unpickles holds no parse memo (only a rebuild reads it, from its own
+    file beside the cache), and the knowledge base's evidence records carry no repro output."""
+    kb = load(bundled=[local.parent])
+    caches = sorted(paths.state_dir().glob("entries-*.pickle"))
+    assert caches and all(c.with_suffix(".memo").is_file() for c in caches)
+    import pickle
+
+    cached = pickle.loads(caches[0].read_bytes())
+    assert cached.memo is None
+    assert kb.evidence and all(not ev.output for evs in kb.evidence.values() for ev in evs)

@@ -88,7 +88,10 @@ def test_fixture_job_row_is_the_job_view_verdict(run):
         assert (row["domain"], row["action"]) == (best.entry.domain, best.entry.action)
         assert row["domain"] in ("user-code", "environment", "infrastructure", "unknown")
     assert row["kb_version"] == kb.__version__
-    assert row["host"] == "localhost"  # torchrun's summary names the host
+    # torchrun's summary names the host; in gil's GPU capture torchrun died reading a killed
+    # rank's half-written error file (a JSONDecodeError) and printed no summary
+    summary = "host      : localhost" in (run / "output.log").read_text(errors="replace")
+    assert row["host"] == ("localhost" if summary else None)
     assert row["ranks"] == len(view.ranks) and row["lines"] > 0 and row["bytes"] > 0
     # The first failure falls inside the run, as `kb run` recorded its start and end.
     record = json.loads((run / "kb-run.json").read_text())

@@ -125,7 +125,7 @@ def triage(job: Job | str, eng: kb.Engine | None = None) -> dict:
         _fill(row, found, paths)
         knowledge = eng.knowledge
         row["kb_version"] = kb.__version__
-        row["knowledge"] = (knowledge.content_hash or "")[:12] or None
+        row["knowledge"] = (knowledge.identity or knowledge.content_hash or "")[:12] or None
     except Exception as e:  # any failure of one job is that job's row, never the run's end
         row["error"] = _why(e, tmp, job.path)
     finally:

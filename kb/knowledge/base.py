@@ -39,10 +39,11 @@ _DEPENDS = (
     os.path.join(_DATA_DIR, "cuda_codes.json"),  # its table is pickled with the data
 )
 
-_CACHE_FORMAT = 15  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
+_CACHE_FORMAT = 16  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
 # 9: kb.record records, signatures' key words; 10: where they are filed, entries' details
 # pickled apart; 11: announces; 12: the trigger set; 13: the skim's own literals; 14: raised_in;
-# 15: the parse memo in a file of its own, records without their outputs, the CUDA code table
+# 15: the parse memo in a file of its own, records without their outputs, the CUDA code table;
+# 16: identity
 
 
 @record
@@ -65,7 +66,10 @@ class KnowledgeBase:
     entries: list[Entry]
     problems: list[Problem]
     evidence: dict[str, list[Evidence]] = field(default_factory=dict)
-    content_hash: str = ""
+    content_hash: str = ""  # the cache's name: contents and where they are
+    # What knowledge this is, wherever its files are: contents and names within their folders
+    # (the same checkout cloned elsewhere has the same identity, and another cache).
+    identity: str = ""
     # Said once on stderr by the CLI, shown by the TUI: an unwritable cache, and the like.
     warnings: list[str] = field(default_factory=list)
     # kb.knowledge.signatures.file_signatures(entries), worked out when the cache is written (None until then,
@@ -114,6 +118,7 @@ class _Snapshot:
     hashes: dict[Path, str]  # each file's own content hash
     tag: str  # kb version, cache format and schema: what a parse depends on besides the file
     evidence_tag: str  # the evidence files, all together
+    identity: str = ""  # the contents and the names within their folders (KnowledgeBase.identity)
 
 
 def _snapshot(groups: list[tuple[str, list[Path]]]) -> _Snapshot:
@@ -132,6 +137,9 @@ def _snapshot(groups: list[tuple[str, list[Path]]]) -> _Snapshot:
             h.update(b"<unreadable>")
     tag = h.hexdigest()
     ev = hashlib.blake2b(digest_size=16)
+    # The knowledge's own identity, for people and tables (kb triage's `knowledge` column): the
+    # same files in another checkout or folder give the same id, unlike the cache's digest.
+    ident = hashlib.blake2b(tag.encode(), digest_size=16)
     data: dict[Path, bytes | None] = {}
     hashes: dict[Path, str] = {}
     for group, files in groups:
@@ -144,12 +152,14 @@ def _snapshot(groups: list[tuple[str, list[Path]]]) -> _Snapshot:
             data[f] = raw
             content = raw if raw is not None else b"<unreadable or too large>"
             h.update(content)
+            ident.update(f"\0{group}\0{f.parent.name}/{f.name}\0".encode())
+            ident.update(content)
             if group == "e":
                 ev.update(f"\0{f}\0".encode())
                 ev.update(content)
             elif raw is not None:
                 hashes[f] = hashlib.blake2b(raw, digest_size=16).hexdigest()
-    return _Snapshot(h.hexdigest(), data, hashes, tag, ev.hexdigest())
+    return _Snapshot(h.hexdigest(), data, hashes, tag, ev.hexdigest(), ident.hexdigest())
 
 
 SETTLED_S = 2.0  # a file changed more recently than this may change again within one clock tick
@@ -364,6 +374,7 @@ def _parse(
 
         records, damaged = read_evidence(Path(ev_name), with_output=False)
     kb = KnowledgeBase(result.entries, [*result.problems, *damaged], records, snap.digest)
+    kb.identity = snap.identity
     kb.memo = ParseMemo(snap.tag, files, snap.evidence_tag, records, tuple(damaged))
     return kb, result.unsettled, bool(stale)
 
