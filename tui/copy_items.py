@@ -85,6 +85,8 @@ def markdown(
             out += [f"Raised in `{root.frame.where()}`", ""]
         if root.user_frame is not None and root.user_frame != root.frame:
             out += [f"Your code: `{root.user_frame.where()}`", ""]
+        if root.printed_by is not None:
+            out += [f"Printed by {root.printed_by.describe()}", ""]
     if entry is None:
         return "\n".join(out).rstrip() + "\n"
     if match is not None and not guess:

@@ -317,6 +317,9 @@ class DetailPane(TextView):
             rows.append(("raised in", root.frame.where() + (f"  ({owner})" if owner else "")))
         if root.user_frame is not None and root.user_frame != root.frame:
             rows.append(("your code", root.user_frame.where()))
+        if root.printed_by is not None:
+            # kb's message catalog knows where the message is printed, not what it means
+            rows.append(("printed by", root.printed_by.describe()))
         for link in root.chain:
             via = link.wrapper or link.relation.value
             rows.append(("came via", f"{link.exception or link.line.strip()} ({via})"))

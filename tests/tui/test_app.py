@@ -187,6 +187,30 @@ def test_no_match_shows_the_root_failure_first_as_not_in_the_knowledge_base(fake
     run(go())
 
 
+def test_the_root_failure_says_where_a_known_message_is_printed(fake_kb, gpu):
+    """No entry knows it, but kb's message catalog knows where PyTorch prints it: the detail
+    pane says so beside the root failure (never as a diagnosis)."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/you/embed.py", line 9, in <module>\n'
+        "    out = table.index_select(0, ids)\n"
+        "RuntimeError: index_select(): Expected dtype int32 or int64 for index\n"
+    )
+
+    async def go():
+        app = create_app(kb=fake_kb, environment=gpu, text=log)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            assert app.result.matches == [] and app.result.root is not None
+            assert app.result.root.printed_by is not None
+            shown = detail_text(app)
+            assert "NOT IN THE KNOWLEDGE BASE" in shown
+            assert "printed by" in shown
+            assert "PyTorch's argument check in index_select" in " ".join(shown.split())
+
+    run(go())
+
+
 def test_the_footer_names_the_same_keys_wherever_the_focus_is(fake_kb, gpu):
     async def go():
         app = create_app(kb=fake_kb, environment=gpu, text=ILLEGAL)
