@@ -48,6 +48,24 @@ def test_records_of_one_length_in_a_row_are_not_taken_for_a_wrap(engine):
     assert r.best.captures["file"] == "/pytorch/aten/src/ATen/native/cuda/Loss.cu"
 
 
+def test_records_as_long_as_a_terminal_is_wide_are_not_a_wrap(engine):
+    # Two ranks print the same 160-character line (a common terminal width): neither is the
+    # first piece of a wrapped line, and the launcher's report after them is a record of its
+    # own. Glued together, the report's low-level hint would sit on the missing file's line.
+    missing = "/opt/env/bin/python3: can't open file '/srv/jobs/exp/{}': [Errno 2] No such file or directory"
+    name = "t" * (160 - len(missing.format("")))
+    line = missing.format(name)
+    assert len(line) == 160
+    report = (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 2) local_rank: 0 "
+        "(pid: 4242) of binary: /opt/env/bin/python3"
+    )
+    assert len(report) < len(line)  # it would fit a wrap's last piece
+    r = engine.lookup("\n".join(["step 0", line, line, report]))
+    assert r.best is not None and r.best.id == "file-not-found"
+    assert r.best.line == line
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -687,7 +687,9 @@ def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
     prev = body[prev_start : ls - 1].rstrip(b"\r") if ls > 0 else b""
     # Two records of one length in a row (the same warning from two ranks, stamped alike) are
     # not a wrap: the pieces of a wrapped line do not start alike.
-    same_as_prev = len(prev) == width and prev[:8] != seg[:8]
+    if len(prev) == width and prev[:8] == seg[:8]:
+        return None  # the second of two such records, whatever the width
+    same_as_prev = len(prev) == width
     if width not in WRAP_WIDTHS and not same_as_prev:
         return None
     parts = [seg]
@@ -698,8 +700,8 @@ def _unwrapped(body: bytes, ls: int, le: int) -> bytes | None:
         nxt_end = body.find(b"\n", pos + 1)
         nxt_end = len(body) if nxt_end == -1 else nxt_end
         nxt = body[pos + 1 : nxt_end].rstrip(b"\r")
-        if not nxt.strip() or len(nxt) > width:
-            break
+        if not nxt.strip() or len(nxt) > width or nxt[:8] == seg[:8]:
+            break  # (a line that starts like the first is the next record, not its rest)
         parts.append(nxt)
         pos = nxt_end
         if len(nxt) < width:
