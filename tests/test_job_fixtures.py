@@ -240,6 +240,12 @@ def test_gpu_two_groups_names_both_roots():
     r = {x.rank: x for x in jl.job.roots}
     assert r[1].group == "1" and r[2].group == "0 (default_pg)"
     assert roles(jl) == {0: "consequence", 1: "root", 2: "root", 3: "consequence"}
+    # each root is shown by a rank that waited for it: rank 0's NCCL timeout of group 1's #3
+    # for rank 1; for rank 2, rank 3's gloo timeout (rank 0 waited in the world's #4 too, but
+    # its own timeout names group 1's #3, about rank 1)
+    shown = {v.rank: jl.job.evidence_of(v) for v in jl.job.ranks if v.role == "root"}
+    assert shown[1].rank == 0 and "SeqNum=3" in shown[1].line
+    assert shown[2].rank == 3 and "gloo" in shown[2].line
 
 
 def test_a_real_watchdog_line_carries_the_assert():

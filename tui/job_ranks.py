@@ -179,7 +179,7 @@ def _row(
     engine: Engine, job: JobView, v: RankVerdict, by_line: dict[str, LookupResult], top: int
 ) -> RankRow:
     is_root = job.root is not None and v is job.root
-    ev = job.evidence if is_root and job.evidence is not None else v
+    ev = job.evidence_of(v)
     line = ev.line or ""
     # A number in torchrun's summary counts lines of the traceback it quotes, not of any file.
     number = 0 if ev.evidence_from == "torchrun-summary" else ev.line_number

@@ -39,7 +39,7 @@ from kb.job.collectives import Collectives, Fault
 from kb.job.collectives import analyze as compare_groups
 from kb.job.parsers.error_file import ErrorFile
 from kb.job.parsers.flight_recorder import Dump
-from kb.job.parsers.watchdog import Desync, desync_from_progress, progress
+from kb.job.parsers.watchdog import Desync, desync_from_progress, names_other_collective, progress
 from kb.job.view import (
     OWN_FAILURES,
     FaultKind,
@@ -662,9 +662,15 @@ def _fr_desync(verdicts, by_rank, faults: dict[int, Fault], coll: Collectives) -
         f.pg,
         f.detail if f.kind == "mismatch" else "",
     )
-    victim = next(
-        (v for v in verdicts if v.rank in f.waiting and v.id and v.role == "consequence"), None
-    ) or next((v for v in verdicts if v.rank in f.waiting and v.line), None)
+    # The line that shows it: a waiter's, one that waited in this very collective first (a rank
+    # waiting in two groups at once printed the other group's timeout, about another root).
+    waiters = sorted(
+        (v for v in verdicts if v.rank in f.waiting),
+        key=lambda v: (coll.waited.get(v.rank) is not f, names_other_collective(v.line, f.seq)),
+    )
+    victim = next((v for v in waiters if v.id and v.role == "consequence"), None) or next(
+        (v for v in waiters if v.line), None
+    )
     if len(roots) == 1:
         verb = {"stuck": "was stuck in", "stopped-short": "did not enqueue"}.get(first.kind)
         summary = _desync_summary(desync, verdicts, verb=verb or "did not reach")

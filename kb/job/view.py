@@ -14,7 +14,7 @@ from kb.job.collectives import GroupFinding
 from kb.job.parsers.error_file import ErrorFile
 from kb.job.parsers.flight_recorder import Dump
 from kb.job.parsers.torchrun import Summary
-from kb.job.parsers.watchdog import Desync
+from kb.job.parsers.watchdog import Desync, names_other_collective
 from kb.model.entry import Match
 from kb.model.record import record
 
@@ -224,6 +224,37 @@ class JobView:
 
     def root_evidence(self) -> RankVerdict | None:
         return self.evidence or self.root
+
+    def evidence_of(self, v: RankVerdict) -> RankVerdict:
+        """The verdict whose line shows a rank's part: its own, or for a root that failed of
+        nothing of its own (a straggler), the line of a rank the dumps show waiting for it: one
+        that waited in that very collective first, then one whose own timeout is not about
+        another collective (a rank waiting in two groups timed out in one of them)."""
+        if v is self.root and self.evidence is not None:
+            return self.evidence
+        if v.role != Role.ROOT or v.failed_of_its_own or not v.collective:
+            return v
+        here = (v.group, v.collective)
+        waiting = next(
+            (
+                f.waiting
+                for f in self.groups
+                if (f.group, f.collective) == here and v.rank in f.faulty
+            ),
+            (),
+        )
+        seq = next((r.seq for r in self.roots if r.rank == v.rank), None)
+        cands = [
+            w
+            for w in self.ranks
+            if w.role != Role.ROOT
+            and w.line
+            and ((w.group, w.collective) == here or w.rank in waiting)
+        ]
+        cands.sort(
+            key=lambda w: ((w.group, w.collective) != here, names_other_collective(w.line, seq))
+        )
+        return cands[0] if cands else v
 
     def rank(self, r: int) -> RankVerdict | None:
         return next((v for v in self.ranks if v.rank == r), None)

@@ -118,19 +118,7 @@ def job_lines(job: JobView, st: Style) -> list[str]:
 
 
 def _evidence(job: JobView, v: RankVerdict) -> RankVerdict:
-    """The line that shows a rank's part: its own, or for a root that failed of nothing of its
-    own (a straggler), the line of a rank that waited for it in the same collective."""
-    if v is job.root and job.evidence is not None:
-        return job.evidence
-    if v.role == Role.ROOT and not v.failed_of_its_own and v.collective:
-        for w in job.ranks:
-            if (
-                w.role != Role.ROOT
-                and w.line
-                and (w.group, w.collective) == (v.group, v.collective)
-            ):
-                return w
-    return v
+    return job.evidence_of(v)
 
 
 def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:

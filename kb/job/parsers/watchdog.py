@@ -134,3 +134,14 @@ def desync_from_progress(ranks: dict[int, RankProgress]) -> Desync | None:
         if r not in timed and p.last_enqueued is not None and p.last_enqueued < seq
     )
     return Desync(seq, op, missing, sorted(timed), "watchdog")
+
+
+def names_other_collective(line: str, seq: int | None) -> bool:
+    """A watchdog line that names another collective than seq ("WorkNCCL(SeqNum=3" while the
+    collective asked about is #4): a rank waiting in two groups at once timed out in the
+    other one, about another root."""
+    at = line.find("SeqNum=")
+    if at < 0 or seq is None:
+        return False
+    digits = line[at + 7 : at + 17].split(",", 1)[0].split(")", 1)[0]
+    return digits.isdigit() and int(digits) != seq
