@@ -85,10 +85,12 @@ def state_dir() -> Path:
     return _path(state_folder())
 
 
-def _path_order(name: str) -> list[str]:
+def _path_order(name: str) -> str:
     # Path's own order (folder by folder, case-blind where the system is), so both forms of a
-    # listing agree and so does every order derived from them (signatures' tie-breaks).
-    return os.path.normcase(name).split(os.sep)
+    # listing agree and so does every order derived from them (signatures' tie-breaks). The
+    # separator made the lowest character compares names folder by folder, as a list of their
+    # parts would, without building one per file (a cold lookup sorts ~400 names).
+    return os.path.normcase(name).replace(os.sep, "\0")
 
 
 def _yaml_names_under(root: str) -> list[str]:
