@@ -481,6 +481,24 @@ def test_torchrun_with_no_traceback_is_a_launcher_report(read):
     assert root.chain[0].exception.endswith("ChildFailedError")
 
 
+@BOTH
+def test_the_interpreter_that_cannot_open_the_script_is_the_root(read):
+    """CPython's own message when the script on the command line does not exist (no traceback;
+    it exits 2), printed by each rank: the root, before torchrun's report of the exit."""
+    log = (
+        "W1126 launching 2 processes\n"
+        "/opt/env/bin/python3.11: can't open file '/srv/exp/trian.py': [Errno 2] No such file "
+        "or directory\n"
+        "/opt/env/bin/python3.11: can't open file '/srv/exp/trian.py': [Errno 2] No such file "
+        "or directory\n"
+        "E1126 12:00:01.000000 77 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+        "(exitcode: 2) local_rank: 0 (pid: 78) of binary: /opt/env/bin/python3.11\n"
+    )
+    root = read(log)
+    assert root.kind is RootKind.EXIT_STATUS and root.exit_code == 2
+    assert root.line_number == 2 and "can't open file '/srv/exp/trian.py'" in root.line
+
+
 ACCELERATE = """\
 Traceback (most recent call last):
   File "/home/u/run_clm.py", line 210, in <module>

@@ -171,6 +171,12 @@ _SLURM_CANCEL = _Lazy(
     r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*"
 )
 _DS_EXIT = _Lazy(r"exits with return code = (?P<code>-?\d+)")
+# The interpreter itself, before any code ran (CPython's Modules/main.c): the script named on
+# the command line cannot be opened. It exits with status 2; there is no traceback.
+_CANT_OPEN = _Lazy(
+    r"^(?P<prog>\S+): can't open file (?P<file>'[^']*'|\"[^\"]*\"): "
+    r"\[Errno (?P<errno>\d+)\] (?P<msg>.+)$"
+)
 # The kernel (dmesg, journalctl, a cluster's health log) and Slurm's relay of the OOM killer.
 _KERNEL = _Lazy(
     r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<xid>\d+)"
@@ -686,6 +692,11 @@ class _Reader:
                 t,
                 message=f"cancelled{' due to ' + why.lower() if why else ''}",
             )
+        m = _CANT_OPEN.get().match(t) if "can't open file" in t else None
+        if m:
+            ev = _Event(RootKind.EXIT_STATUS, n, t, message=t)
+            _exit(ev, 2)
+            return ev
         m = _TORCHRUN_FAILED.get().search(t) if "failed (exitcode" in t else None
         if m:
             ev = _Event(RootKind.LAUNCHER, n, t, wrapper="torchrun", report=True, message=t)
