@@ -481,6 +481,55 @@ def test_torchrun_with_no_traceback_is_a_launcher_report(read):
     assert root.chain[0].exception.endswith("ChildFailedError")
 
 
+JIT_BUILD = """\
+Emitting ninja build file /root/.cache/torch_extensions/py311_cu121/fused/build.ninja...
+Building extension module fused...
+[1/2] /usr/local/cuda/bin/nvcc -c /src/fused.cu -o fused.cuda.o
+FAILED: fused.cuda.o
+/src/fused.cu(41): error: identifier "__hmax2" is undefined
+/src/fused.cu(57): error: identifier "__hmin2" is undefined
+2 errors detected in the compilation of "/src/fused.cu".
+ninja: build stopped: subcommand failed.
+Traceback (most recent call last):
+  File "/opt/env/lib/python3.11/site-packages/torch/utils/cpp_extension.py", line 2100, in _run_ninja_build
+    subprocess.run(
+  File "/usr/lib/python3.11/subprocess.py", line 571, in run
+    raise CalledProcessError(retcode, process.args,
+subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/home/u/train.py", line 3, in <module>
+    fused = load(name="fused", sources=["fused.cu"])
+RuntimeError: Error building extension 'fused'
+"""
+
+
+@BOTH
+@pytest.mark.parametrize(
+    "first",
+    [
+        '/src/fused.cu(41): error: identifier "__hmax2" is undefined',  # nvcc
+        "/src/ops.cpp:41:12: fatal error: cuda_runtime.h: No such file or directory",  # gcc
+        "C:\\src\\ops.cpp(41): error C2065: 'ssize_t': undeclared identifier",  # MSVC
+    ],
+)
+def test_a_build_fails_at_its_first_compiler_error(read, first):
+    """An extension build: the compiler's first error is the root, not the build tool's stop,
+    setuptools' or ninja's CalledProcessError, nor torch's "Error building extension"."""
+    log = JIT_BUILD.replace('/src/fused.cu(41): error: identifier "__hmax2" is undefined', first)
+    root = read(log)
+    assert root.kind is RootKind.BUILD and root.line_number == 5 and root.line == first
+
+
+@BOTH
+def test_a_build_tool_stop_is_the_root_when_the_compiler_output_is_not_shown(read):
+    log = "\n".join(ln for ln in JIT_BUILD.splitlines() if "error:" not in ln) + "\n"
+    root = read(log)
+    assert root.kind is RootKind.BUILD and root.line == "ninja: build stopped: subcommand failed."
+
+
 @BOTH
 def test_the_interpreter_that_cannot_open_the_script_is_the_root(read):
     """CPython's own message when the script on the command line does not exist (no traceback;

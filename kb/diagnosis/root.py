@@ -171,6 +171,18 @@ _SLURM_CANCEL = _Lazy(
     r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*"
 )
 _DS_EXIT = _Lazy(r"exits with return code = (?P<code>-?\d+)")
+# Builds (a C++/CUDA extension, torch's JIT cpp_extension, Triton's launcher stub): the first
+# compiler error is the failure; the build tool's stop and setuptools' failed command follow it
+# (gcc/clang "file:12:5: error:", nvcc "file(12): error:", MSVC "file(12): error C2065:").
+_COMPILER_ERROR = _Lazy(
+    r"^(?P<file>(?:[A-Za-z]:)?[^\s:()]+?)(?::\d+(?::\d+)?|\(\d+\)): (?:fatal )?error(?: [A-Z]+\d+)?: "
+    r"(?P<msg>.+)$"
+)
+_BUILD_STOP = _Lazy(
+    r"^(?:ninja: build stopped: (?P<ninja>.+)"
+    r"|make(?:\[\d+\])?: \*\*\* \[(?P<target>[^\]]+)\] Error (?P<code>\d+)"
+    r"|error: command '(?P<cmd>[^']+)' failed with exit (?:status|code) (?P<status>-?\d+))$"
+)
 # The interpreter itself, before any code ran (CPython's Modules/main.c): the script named on
 # the command line cannot be opened. It exits with status 2; there is no traceback.
 _CANT_OPEN = _Lazy(
@@ -692,6 +704,20 @@ class _Reader:
                 t,
                 message=f"cancelled{' due to ' + why.lower() if why else ''}",
             )
+        m = _COMPILER_ERROR.get().match(t) if "error" in t and ": " in t else None
+        if m:
+            return _Event(RootKind.BUILD, n, t, message=m.group("msg").strip())
+        m = (
+            _BUILD_STOP.get().match(t)
+            if t.startswith(("ninja: build stopped", "make", "error: command"))
+            else None
+        )
+        if m:
+            ev = _Event(RootKind.BUILD, n, t, message=t)
+            code = m.group("code") or m.group("status")
+            if code is not None:
+                _exit(ev, int(code))
+            return ev
         m = _CANT_OPEN.get().match(t) if "can't open file" in t else None
         if m:
             ev = _Event(RootKind.EXIT_STATUS, n, t, message=t)

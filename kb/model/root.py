@@ -25,6 +25,7 @@ class RootKind(str, Enum):
     EXIT_STATUS = "exit-status"  # only a non-zero exit status says it failed
     LAUNCHER = "launcher"  # a launcher or scheduler reported a child's failure (torchrun, srun...)
     KERNEL = "kernel"  # the kernel's own message: an Xid, the OOM killer, a segfault line
+    BUILD = "build"  # a compiler's error or a build tool's stop (an extension, a JIT build)
 
 
 class Origin(str, Enum):
