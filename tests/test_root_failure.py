@@ -481,6 +481,24 @@ def test_torchrun_with_no_traceback_is_a_launcher_report(read):
     assert root.chain[0].exception.endswith("ChildFailedError")
 
 
+@BOTH
+def test_a_device_side_assert_is_rooted_at_the_kernels_assertion_line(read):
+    """The kernel's printf reaches the log after the traceback (flushed at the next sync): the
+    root's line is the assertion, which names the kernel's file and condition."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/seg.py", line 30, in <module>\n'
+        "    loss.backward()\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss2d_forward_kernel: block: [3,0,0], "
+        "thread: [7,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+    )
+    root = read(log)
+    assert root.kind is RootKind.EXCEPTION and root.exception == "RuntimeError"
+    assert root.line_number == 5 and "Assertion `t >= 0 && t < n_classes` failed." in root.line
+    assert root.user_frame is not None and root.user_frame.file == "/home/u/seg.py"
+
+
 JIT_BUILD = """\
 Emitting ninja build file /root/.cache/torch_extensions/py311_cu121/fused/build.ninja...
 Building extension module fused...

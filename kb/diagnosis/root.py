@@ -834,6 +834,7 @@ def find_root(s: Scan, consequence: Consequence | None = None) -> RootFailure | 
         for e in events:
             e.consequence = consequence(e.line) or ""
     root = min(events, key=lambda e: (_rank(e), e.source, e.number))
+    _to_kernel_assertion(root, s.lines)
     chain = _chain(root, events)
     in_chain = {id(e) for e in chain} | {id(root)}
     seen = {root.key}
@@ -844,6 +845,28 @@ def find_root(s: Scan, consequence: Consequence | None = None) -> RootFailure | 
         seen.add(e.key)
         others += 1
     return _record(root, chain, others)
+
+
+_KERNEL_ASSERT = _Lazy(r"Assertion [`'].+[`'] failed")
+
+
+def _to_kernel_assertion(root: _Event, lines: Iterable[Line]) -> None:
+    """A "device-side assert triggered" error is the consequence of a kernel's assert(), whose
+    own line ("Loss.cu:245: ... Assertion `t >= 0 && t < n_classes` failed.") names the file and
+    the condition: that line is the root's line, wherever the kernel's printf left it (the
+    device's output is flushed at the next synchronisation, often after the traceback)."""
+    if root.kind is not RootKind.EXCEPTION or "device-side assert" not in (
+        root.message or root.line
+    ):
+        return
+    for ln in lines:
+        if (ln.source, ln.rank) != (root.source, root.rank) or "Assertion" not in ln.text:
+            continue
+        if ln.number == root.number:
+            continue  # the exception's own line, joined with the message lines after it
+        if _KERNEL_ASSERT.get().search(ln.text):
+            root.line, root.number = ln.text, ln.number
+            return
 
 
 # Signals a process dies of when someone else stops it (kb.job.consequences' STOPPED_BY_OTHERS);
