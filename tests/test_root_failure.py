@@ -473,6 +473,16 @@ def test_torchrun_summary_gives_the_error_file_traceback(read):
 
 
 @BOTH
+def test_torchrun_summary_alone_is_rooted_at_its_signal_line(read):
+    """Only torchrun's summary (the agent's own line cut from the log): its "Signal 9 (SIGKILL)
+    received by PID" line says how the rank ended, more than its exit code does."""
+    summary = TORCHRUN_SIGKILL[TORCHRUN_SIGKILL.index("Traceback") :]
+    root = read(summary)
+    assert (root.signal, root.exit_code) == ("SIGKILL", -9)
+    assert root.line == "traceback : Signal 9 (SIGKILL) received by PID 9875"
+
+
+@BOTH
 def test_torchrun_with_no_traceback_is_a_launcher_report(read):
     root = read(TORCHRUN_SIGKILL)
     assert root.kind is RootKind.LAUNCHER and root.exception == ""

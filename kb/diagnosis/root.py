@@ -626,13 +626,17 @@ class _Reader:
         if at < 0:
             return []
         exit_line: tuple[int, str] | None = None
+        signal_line: tuple[int, str] | None = None
         found: list[_Event] = []
         for k in range(at + 1, len(lines)):
             s = lines[k].strip()
             if s.startswith("===="):
                 break
             number = ln.number + 1 + k
-            if s.startswith("exitcode"):
+            if s.startswith("traceback") and "Signal " in s and "received by PID" in s:
+                # "traceback : Signal 9 (SIGKILL) received by PID 4367": says how it ended
+                signal_line = (number, s)
+            elif s.startswith("exitcode"):
                 exit_line = (number, s)
                 m = re.search(r":\s*(-?\d+)", s)
                 if m:
@@ -651,9 +655,11 @@ class _Reader:
                         items.append((ln.number + 1 + k2, len(raw) - len(body), body.strip(), None))
                 found = _Reader(items, self.source, self.rank).read()
                 break
-        if exit_line is not None and not found:
-            # No traceback: the rank died of a signal or exited; the exit line says which.
-            ev.line, ev.number = exit_line[1], exit_line[0]
+        shown = signal_line or exit_line
+        if shown is not None and not found:
+            # No traceback: the rank died of a signal or exited; the summary's signal line (else
+            # its exit line) says which.
+            ev.number, ev.line = shown
         return found
 
     # ------------------------------------------------------------ lines that are failures
