@@ -230,6 +230,18 @@ def test_gpu_mismatch_in_a_sub_group():
     assert not any("its name says" in n for n in jl.job.notes)
 
 
+def test_gpu_mismatch_in_a_sub_group_with_both_sides_dumped():
+    """The same job captured again: rank 2's NCCL dump of group 2-3 was written this time, so
+    the dumps hold both sides of the all_reduce (#3 of group 2): [4] on rank 2, [8] on rank 3.
+    Both are named, as a mismatch of that group and collective; group 0-1 only waited."""
+    jl = job_of(_captured("sub_mismatch-2"))
+    assert roots_of(jl) == {2: "mismatch", 3: "mismatch"}
+    r = {x.rank: x for x in jl.job.roots}
+    assert {r[2].group, r[3].group} == {"2"} and r[2].seq == r[3].seq == 3
+    assert "[4]" in r[2].reason and "[8]" in r[2].reason
+    assert not {0, 1} & set(roots_of(jl))
+
+
 def test_gpu_two_groups_names_both_roots():
     """Rank 1 stalls before group 0-1's NCCL all_reduce (rank 0 waits there), rank 2 before the
     world's gloo all_reduce (rank 3 waits there): both are named, each in its own group. Every
