@@ -161,6 +161,28 @@ def test_an_unprefixed_error_goes_to_the_one_rank_that_failed():
     assert jl.result.matches[0].id == "cuda-illegal-memory-access"
 
 
+@pytest.mark.parametrize(
+    ("code", "local", "kind"), [(1, 2, "exit"), (-9, 0, "signal"), (-11, 5, "signal")]
+)
+def test_torchrun_agent_line_alone_names_the_rank(code, local, kind):
+    """The log ends at torchrun's agent line, without its ChildFailedError summary (cut off, or
+    a paste up to there): the agent names the first rank it saw fail, as a local rank, and the
+    unprefixed traceback before it is that rank's."""
+    log = (
+        AGENT_HEAD + 'Traceback (most recent call last):\n  File "train.py", line 10, in <module>\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        f"E1126 10:00:01.000000 140 torch/distributed/elastic/multiprocessing/api.py:874] failed "
+        f"(exitcode: {code}) local_rank: {local} (pid: 2101) of binary: /usr/bin/python3\n"
+    )
+    jl = lookup_text(ENGINE, log)
+    job = jl.job
+    assert job is not None and job.root.rank == local and job.kind == kind
+    assert [r.rank for r in job.roots] == [local]
+    assert job.root.id == "cuda-illegal-memory-access"
+    assert any("local ranks" in n for n in job.notes)
+    assert jl.result.matches[0].id == "cuda-illegal-memory-access"
+
+
 def test_local_ranks_of_error_files_map_to_global_ranks(tmp_path):
     """Node 2 of a 2-node job: torchrun's folders are local ranks 0, 1; its summary says local rank
     1 is global rank 3."""

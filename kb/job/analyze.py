@@ -430,6 +430,11 @@ def analyze(
     coll = compare_groups(list(dumps), job_ranks) if dumps else Collectives()
     dec = _decide(verdicts, ranks, summary, coll)
     notes = list(dec.notes) + list(coll.notes)
+    if summary.source == "agent" and summary.failures:
+        notes.append(
+            "the ranks torchrun's agent names are local ranks (its \"failed (exitcode: N) "
+            'local_rank: R" line); on one node they are the ranks'
+        )
     if launcher is not None:
         _attribute_unprefixed(engine, dec, launcher, notes)
     if summary.root is not None and dec.root is not None and summary.root.rank != dec.root.rank:
@@ -510,6 +515,8 @@ def _torchrun(launcher: RankInput | None) -> torchrun_summary.Summary:
             s = torchrun_summary.parse(ln.block)
             if s.failures:
                 best = s  # the last attempt's summary is the one that ended the job
+    if not best.failures:
+        best = torchrun_summary.from_agent_lines(ln.text for ln, _ in launcher.lines)
     return best
 
 

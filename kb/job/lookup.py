@@ -92,6 +92,8 @@ def _maybe_job(lines: list[Line]) -> bool:
     for ln in lines:
         if ln.block:
             return True
+        if "failed (exitcode" in ln.text and "local_rank" in ln.text:
+            return True  # torchrun's agent names the rank that failed
         r = ln.rank if ln.rank is not None else rank_in_text(ln.text)
         if r is not None:
             ranks.add(r)

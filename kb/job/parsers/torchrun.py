@@ -73,6 +73,9 @@ class Failure:
 @record
 class Summary:
     failures: list[Failure] = field(default_factory=list)
+    # Where the failures were read: torchrun's ChildFailedError summary ("summary"), or only
+    # its agent's "failed (exitcode: N) local_rank: R" lines ("agent"), which name local ranks.
+    source: str = "summary"
 
     @property
     def root(self) -> Failure | None:
@@ -132,6 +135,41 @@ def parse(block: str) -> Summary:
     out.failures = [f for f in out.failures if f.rank >= 0]
     for f in out.failures:
         f.traceback = f.traceback.strip()
+    return out
+
+
+# torch/distributed/elastic/multiprocessing/api.py, when the first worker fails (every torch 2.x):
+# "failed (exitcode: 1) local_rank: 2 (pid: 60554) of binary: /usr/bin/python3"
+_AGENT_FAILED = re.compile(
+    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)"
+)
+
+
+def from_agent_lines(texts) -> Summary:
+    """The failures torchrun's agent logged, for a log that has no ChildFailedError summary (cut
+    off, or the job's output only up to the agent's line). The agent names local ranks, and the
+    first one it logged is the first it saw fail."""
+    out = Summary(source="agent")
+    seen: set[int] = set()
+    for t in texts:
+        if "failed (exitcode" not in t:
+            continue
+        m = _AGENT_FAILED.search(t)
+        if m is None or int(m.group("local")) in seen:
+            continue
+        local = int(m.group("local"))
+        seen.add(local)
+        code = int(m.group("code"))
+        out.failures.append(
+            Failure(
+                rank=local,
+                local_rank=local,
+                exitcode=code,
+                pid=int(m.group("pid")),
+                signal=_signal_name(code),
+                root=not out.failures,
+            )
+        )
     return out
 
 
