@@ -47,7 +47,9 @@ class Term:
         }
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         self.tmux("new-session", "-d", "-x", "80", "-y", "24", f"env {exports} {command}")
-        self.wait_for("Error or log")
+        # The editor's title: "Error or log", or "piped log" as soon as a pipe's first lines
+        # arrive (which may be before the first look at the screen).
+        self.wait_for_any("Error or log", "piped log")
 
     def tmux(self, *args: str) -> str:
         out = subprocess.run(
@@ -57,6 +59,15 @@ class Term:
 
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p")
+
+    def wait_for_any(self, *texts: str, timeout: float = 60) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            shown = self.screen()
+            if any(t in shown for t in texts):
+                return shown
+            time.sleep(0.1)
+        raise AssertionError(f"none of {texts!r} showed:\n{self.screen()}")
 
     def wait_for(self, text: str, timeout: float = 60) -> str:
         end = time.monotonic() + timeout
