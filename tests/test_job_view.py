@@ -183,6 +183,34 @@ def test_torchrun_agent_line_alone_names_the_rank(code, local, kind):
     assert jl.result.matches[0].id == "cuda-illegal-memory-access"
 
 
+def test_mp_spawn_names_the_process_that_failed():
+    """torch.multiprocessing.spawn reports the first process that failed by its index, the rank
+    of an mp.spawn(fn, nprocs=world_size) job: with its exception after the marker, or, when it
+    died without one, by its exit code or signal."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/train.py", line 88, in <module>\n'
+        "    mp.spawn(run, args=(4,), nprocs=4)\n"
+        "torch.multiprocessing.spawn.ProcessRaisedException:\n\n"
+        "-- Process 3 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/train.py", line 51, in run\n'
+        "    out = model(x)\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    jl = lookup_text(ENGINE, log)
+    job = jl.job
+    assert job is not None and job.root.rank == 3 and [r.rank for r in job.roots] == [3]
+    assert job.root.id == "cuda-illegal-memory-access"
+    assert job.torchrun.launcher == "mp.spawn"
+    died = (
+        "torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with signal "
+        "SIGKILL\n"
+    )
+    job = lookup_text(ENGINE, died).job
+    assert job is not None and job.root.rank == 2 and job.root.signal == "SIGKILL"
+
+
 def test_local_ranks_of_error_files_map_to_global_ranks(tmp_path):
     """Node 2 of a 2-node job: torchrun's folders are local ranks 0, 1; its summary says local rank
     1 is global rank 3."""

@@ -437,7 +437,12 @@ def analyze(
         )
     if launcher is not None:
         _attribute_unprefixed(engine, dec, launcher, notes)
-    if summary.root is not None and dec.root is not None and summary.root.rank != dec.root.rank:
+    if (
+        summary.source == "summary"
+        and summary.root is not None
+        and dec.root is not None
+        and summary.root.rank != dec.root.rank
+    ):
         rv = next((v for v in dec.verdicts if v.rank == summary.root.rank), None)
         if rv is not None and rv.role == "consequence":
             notes.append(
@@ -517,6 +522,8 @@ def _torchrun(launcher: RankInput | None) -> torchrun_summary.Summary:
                 best = s  # the last attempt's summary is the one that ended the job
     if not best.failures:
         best = torchrun_summary.from_agent_lines(ln.text for ln, _ in launcher.lines)
+    if not best.failures:
+        best = torchrun_summary.from_spawn_lines(ln.text for ln, _ in launcher.lines)
     return best
 
 

@@ -105,7 +105,7 @@ def job_lines(job: JobView, st: Style) -> list[str]:
     if job.torchrun and job.torchrun.root is not None:
         out.append(
             st.dim(
-                f"  torchrun: first observed failure rank {job.torchrun.root.rank}, exit code "
+                f"  {job.torchrun.launcher}: first observed failure rank {job.torchrun.root.rank}, exit code "
                 f"{job.torchrun.root.exitcode}"
                 + (f" ({job.torchrun.root.signal})" if job.torchrun.root.signal else "")
             )

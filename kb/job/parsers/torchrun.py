@@ -73,9 +73,14 @@ class Failure:
 @record
 class Summary:
     failures: list[Failure] = field(default_factory=list)
-    # Where the failures were read: torchrun's ChildFailedError summary ("summary"), or only
-    # its agent's "failed (exitcode: N) local_rank: R" lines ("agent"), which name local ranks.
+    # Where the failures were read: torchrun's ChildFailedError summary ("summary"), only its
+    # agent's "failed (exitcode: N) local_rank: R" lines ("agent", which name local ranks), or
+    # torch.multiprocessing.spawn's reports ("mp.spawn", which name process indexes).
     source: str = "summary"
+
+    @property
+    def launcher(self) -> str:
+        return "mp.spawn" if self.source == "mp.spawn" else "torchrun"
 
     @property
     def root(self) -> Failure | None:
@@ -170,6 +175,38 @@ def from_agent_lines(texts) -> Summary:
                 root=not out.failures,
             )
         )
+    return out
+
+
+# torch/multiprocessing/spawn.py (ProcessContext.join), every torch 1.x-2.x: the first process
+# that failed, by its index (the rank, in the usual mp.spawn(fn, nprocs=world_size) job).
+_SPAWN = re.compile(
+    r"(?:^|[`'\"\s])-- Process (?P<n>\d+) terminated with the following error:"
+    r"|\bprocess (?P<n2>\d+) terminated with (?:exit code (?P<code>-?\d+)|signal (?P<sig>SIG\w+))"
+)
+
+
+def from_spawn_lines(texts) -> Summary:
+    """The process torch.multiprocessing.spawn reports as failed: "-- Process 1 terminated with
+    the following error:" (an exception, shown after it) or ProcessExitedException's "process 1
+    terminated with exit code 1" / "... with signal SIGKILL"."""
+    out = Summary(source="mp.spawn")
+    for t in texts:
+        if "terminated with" not in t:
+            continue
+        m = _SPAWN.search(t)
+        if m is None:
+            continue
+        n = int(m.group("n") or m.group("n2"))
+        # "with the following error": spawn's _wrap sent the traceback and called sys.exit(1)
+        code = int(m.group("code")) if m.group("code") else (1 if m.group("n") else None)
+        if m.group("sig"):
+            num = getattr(signal.Signals, m.group("sig"), None)
+            code = -int(num) if num is not None else None
+        out.failures.append(
+            Failure(rank=n, exitcode=code, signal=m.group("sig") or _signal_name(code), root=True)
+        )
+        break  # mp.spawn reports one process: the first that failed
     return out
 
 
