@@ -211,6 +211,22 @@ def test_mp_spawn_names_the_process_that_failed():
     assert job is not None and job.root.rank == 2 and job.root.signal == "SIGKILL"
 
 
+def test_deepspeed_launcher_names_the_worker_that_failed():
+    """DeepSpeed's launcher logs the first worker that exited non-zero by its command line,
+    `--local_rank=N` inside it (and the return code, unless the line was cut before it)."""
+    log = (
+        "[2026-11-26 10:00:00,000] [INFO] [launch.py:146:main] WORLD INFO DICT: "
+        "{'localhost': [0, 1, 2, 3]}\n"
+        "[2026-11-26 10:05:00,000] [ERROR] [launch.py:321:sigkill_handler] ['/opt/env/bin/python',"
+        " '-u', 'train.py', '--local_rank=2', '--deepspeed', 'ds.json'] exits with return code ="
+        " -11\n"
+    )
+    job = lookup_text(ENGINE, log).job
+    assert job is not None and job.root.rank == 2 and job.root.signal == "SIGSEGV"
+    assert job.torchrun.launcher == "deepspeed"
+    assert any("local ranks" in n for n in job.notes)
+
+
 def test_local_ranks_of_error_files_map_to_global_ranks(tmp_path):
     """Node 2 of a 2-node job: torchrun's folders are local ranks 0, 1; its summary says local rank
     1 is global rank 3."""

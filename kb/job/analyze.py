@@ -430,10 +430,11 @@ def analyze(
     coll = compare_groups(list(dumps), job_ranks) if dumps else Collectives()
     dec = _decide(verdicts, ranks, summary, coll)
     notes = list(dec.notes) + list(coll.notes)
-    if summary.source == "agent" and summary.failures:
+    if summary.source in ("agent", "deepspeed") and summary.failures:
+        said = "its agent's local_rank: R" if summary.source == "agent" else "--local_rank=R"
         notes.append(
-            "the ranks torchrun's agent names are local ranks (its \"failed (exitcode: N) "
-            'local_rank: R" line); on one node they are the ranks'
+            f"the ranks {summary.launcher} names are local ranks ({said}); on one node they "
+            "are the ranks"
         )
     if launcher is not None:
         _attribute_unprefixed(engine, dec, launcher, notes)
@@ -524,6 +525,8 @@ def _torchrun(launcher: RankInput | None) -> torchrun_summary.Summary:
         best = torchrun_summary.from_agent_lines(ln.text for ln, _ in launcher.lines)
     if not best.failures:
         best = torchrun_summary.from_spawn_lines(ln.text for ln, _ in launcher.lines)
+    if not best.failures:
+        best = torchrun_summary.from_deepspeed_lines(ln.text for ln, _ in launcher.lines)
     return best
 
 

@@ -96,6 +96,8 @@ def _maybe_job(lines: list[Line]) -> bool:
             return True  # torchrun's agent names the rank that failed
         if "terminated with" in ln.text and "rocess " in ln.text:
             return True  # mp.spawn names the process (rank) that failed
+        if "sigkill_handler" in ln.text and "--local_rank=" in ln.text:
+            return True  # DeepSpeed's launcher names the worker that failed
         r = ln.rank if ln.rank is not None else rank_in_text(ln.text)
         if r is not None:
             ranks.add(r)

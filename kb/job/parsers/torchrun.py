@@ -75,12 +75,13 @@ class Summary:
     failures: list[Failure] = field(default_factory=list)
     # Where the failures were read: torchrun's ChildFailedError summary ("summary"), only its
     # agent's "failed (exitcode: N) local_rank: R" lines ("agent", which name local ranks), or
-    # torch.multiprocessing.spawn's reports ("mp.spawn", which name process indexes).
+    # torch.multiprocessing.spawn's reports ("mp.spawn", which name process indexes), or
+    # DeepSpeed's launcher ("deepspeed", which names local ranks).
     source: str = "summary"
 
     @property
     def launcher(self) -> str:
-        return "mp.spawn" if self.source == "mp.spawn" else "torchrun"
+        return self.source if self.source in ("mp.spawn", "deepspeed") else "torchrun"
 
     @property
     def root(self) -> Failure | None:
@@ -207,6 +208,34 @@ def from_spawn_lines(texts) -> Summary:
             Failure(rank=n, exitcode=code, signal=m.group("sig") or _signal_name(code), root=True)
         )
         break  # mp.spawn reports one process: the first that failed
+    return out
+
+
+# deepspeed/launcher/launch.py, sigkill_handler: the first worker that exited non-zero, by its
+# command line: "[launch.py:324:sigkill_handler] ['python', '-u', 'train.py', '--local_rank=1',
+# ...] exits with return code = -11" (the command may be cut off before the code).
+_DS_FAILED = re.compile(
+    r"sigkill_handler\].*?--local_rank=(?P<local>\d+)(?:.*exits with return code = (?P<code>-?\d+))?"
+)
+
+
+def from_deepspeed_lines(texts) -> Summary:
+    """The worker DeepSpeed's launcher reports as failed first (it then kills the others)."""
+    out = Summary(source="deepspeed")
+    for t in texts:
+        if "sigkill_handler" not in t:
+            continue
+        m = _DS_FAILED.search(t)
+        if m is None:
+            continue
+        code = int(m.group("code")) if m.group("code") else None
+        local = int(m.group("local"))
+        out.failures.append(
+            Failure(
+                rank=local, local_rank=local, exitcode=code, signal=_signal_name(code), root=True
+            )
+        )
+        break
     return out
 
 
