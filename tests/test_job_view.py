@@ -183,6 +183,27 @@ def test_torchrun_agent_line_alone_names_the_rank(code, local, kind):
     assert jl.result.matches[0].id == "cuda-illegal-memory-access"
 
 
+def test_the_launcher_line_is_the_ranks_evidence_and_a_generic_error_is_its_own():
+    agent = (
+        "E1126 10:00:01.000000 140 torch/distributed/elastic/multiprocessing/api.py:874] failed "
+        "(exitcode: {code}) local_rank: 1 (pid: 2101) of binary: /usr/bin/python3\n"
+    )
+    # only the launcher's line: it is what shows the rank's end, not a paraphrase of it
+    job = lookup_text(ENGINE, AGENT_HEAD + agent.format(code=-9)).job
+    assert job.root.rank == 1 and job.root.evidence_from == "launcher"
+    assert job.root.line == agent.format(code=-9).strip()
+    # an unprefixed exception no specific entry knows is still that rank's, with its generic entry
+    log = (
+        AGENT_HEAD + 'Traceback (most recent call last):\n  File "train.py", line 10, in <module>\n'
+        "KeyError: 'label_ids'\n" + agent.format(code=1)
+    )
+    job = lookup_text(ENGINE, log).job
+    assert job.root.rank == 1 and job.root.id == "python-key-error"
+    assert (
+        job.root.line == "KeyError: 'label_ids'" and "no error in the logs" not in job.root.reason
+    )
+
+
 def test_mp_spawn_names_the_process_that_failed():
     """torch.multiprocessing.spawn reports the first process that failed by its index, the rank
     of an mp.spawn(fn, nprocs=world_size) job: with its exception after the marker, or, when it

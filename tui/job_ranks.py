@@ -68,7 +68,7 @@ class RankRow:
     line: str = ""
     line_number: int = 0
     path: str | None = None
-    evidence_from: str | None = None  # log | error-file | torchrun-summary
+    evidence_from: str | None = None  # log | error-file | torchrun-summary | launcher
     line_of: str | None = None  # whose line it is, when not this rank's own
     match: Match | None = None  # the entry the job's verdict names, else the one its line matched
     lookup: LookupResult | None = None  # of `line` alone: the diagnosis of its numbers
@@ -127,6 +127,8 @@ class RankRow:
         """Where its line was read, in words."""
         if self.evidence_from == "torchrun-summary":
             return "torchrun's summary"
+        if self.evidence_from == "launcher":
+            return "the launcher's report"
         where = shorter(self.path) if self.path else ""
         if where and self.line_number:
             where += f":{self.line_number}"

@@ -328,11 +328,12 @@ def _verdict(engine: Engine, ri: RankInput) -> _Working:
             if st and (v.sort_time is None or st[0] < v.sort_time[0]):
                 v.sort_time = st
     elif f is not None and f.signum is not None:
-        # torchrun's own line for it ("Signal 9 (SIGKILL) received by PID 4367") is the evidence.
+        # torchrun's own line for it ("Signal 9 (SIGKILL) received by PID 4367") is the evidence,
+        # or the launcher line that reported it when there is no summary.
         v.line, v.line_number, v.evidence_from = (
-            f.traceback.splitlines()[0] if f.traceback else "",
+            f.line or (f.traceback.splitlines()[0] if f.traceback else ""),
             0,
-            "torchrun-summary",
+            "launcher" if f.line else "torchrun-summary",
         )
         sig = f.signal or f"signal {f.signum}"
         if f.signum in consequences.STOPPED_BY_OTHERS:
@@ -342,7 +343,10 @@ def _verdict(engine: Engine, ri: RankInput) -> _Working:
             v.cause = "signal"
             v.reason = f"killed by {sig}, with no error of its own in the logs"
     elif f is not None and f.exitcode:
-        v.line, v.evidence_from = f"exitcode  : {f.exitcode} (pid: {f.pid})", "torchrun-summary"
+        if f.line:
+            v.line, v.evidence_from = f.line, "launcher"
+        else:
+            v.line, v.evidence_from = f"exitcode  : {f.exitcode} (pid: {f.pid})", "torchrun-summary"
         v.cause = "exit"
         v.reason = f"exited with code {f.exitcode}, with no error in the logs"
     else:
@@ -495,19 +499,25 @@ def _attribute_unprefixed(
     # The launcher's own lines (its agent's log, ChildFailedError) are about ranks, not by one.
     own = ("ChildFailedError", "torch/distributed/elastic", "torch.distributed.elastic", "torchrun")
     lines = [(ln, p) for ln, p in launcher.lines if not any(w in ln.text for w in own)]
-    event, _ = _first_event(engine, lines)
-    if event is None:
+    event, found = _first_event(engine, lines)
+    if event is None or event.cause not in ("error", "exception"):
         return
-    m = event.match
     ln, path = event.line
-    if event.cause != "error" or m is None:  # "error" events always carry their match
-        return
-    root.id, root.title, root.match = m.id, m.entry.title, m
+    m = event.match
+    if m is None and found is not None:
+        # an exception no entry claims strongly: a generic entry's answer on it, if any
+        m = next((x for x in found.matches if x.line == ln.text), None)
     if not root.line or d.kind != "exception":
         root.line, root.line_number, root.path = ln.text, ln.number, path
-    root.reason += f"; the error printed without a rank prefix is most likely its: {m.id}"
+        root.evidence_from = "log"
+    what = m.id if m is not None else "an exception"
+    if m is not None:
+        root.id, root.title, root.match = m.id, m.entry.title, m
+    if root.reason.endswith(", with no error in the logs"):
+        root.reason = root.reason[: -len(", with no error in the logs")]
+    root.reason += f"; the error printed without a rank prefix is most likely its: {what}"
     notes.append(
-        f"{_who(root)} is taken to have printed line {ln.number} ({m.id}): no rank prefix "
+        f"{_who(root)} is taken to have printed line {ln.number} ({what}): no rank prefix "
         "says who did, and it is the only rank that failed of its own"
     )
 

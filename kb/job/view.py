@@ -125,7 +125,7 @@ class RankVerdict:
     exitcode: int | None = None
     signal: str | None = None
     reason: str = ""
-    evidence_from: str | None = None  # log | error-file | torchrun-summary
+    evidence_from: str | None = None  # log | error-file | torchrun-summary | launcher
     match: Match | None = None  # the Match behind id
     part: Part = Part.NO_FAILURE
     surfaced_as: Surfaced | None = None

@@ -61,6 +61,9 @@ class Failure:
     error_file: str | None = None  # None for <N/A>
     traceback: str = ""
     root: bool = False  # torchrun's "Root Cause (first observed failure)"
+    # The launcher's own line that reported it, when not read from a summary (the agent's
+    # "failed (exitcode: ...)", mp.spawn's, DeepSpeed's): shown as that rank's evidence.
+    line: str = ""
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v not in (None, "")}
@@ -174,6 +177,7 @@ def from_agent_lines(texts) -> Summary:
                 pid=int(m.group("pid")),
                 signal=_signal_name(code),
                 root=not out.failures,
+                line=t,
             )
         )
     return out
@@ -204,9 +208,8 @@ def from_spawn_lines(texts) -> Summary:
         if m.group("sig"):
             num = getattr(signal.Signals, m.group("sig"), None)
             code = -int(num) if num is not None else None
-        out.failures.append(
-            Failure(rank=n, exitcode=code, signal=m.group("sig") or _signal_name(code), root=True)
-        )
+        sig = m.group("sig") or _signal_name(code)
+        out.failures.append(Failure(rank=n, exitcode=code, signal=sig, root=True, line=t))
         break  # mp.spawn reports one process: the first that failed
     return out
 
@@ -232,7 +235,12 @@ def from_deepspeed_lines(texts) -> Summary:
         local = int(m.group("local"))
         out.failures.append(
             Failure(
-                rank=local, local_rank=local, exitcode=code, signal=_signal_name(code), root=True
+                rank=local,
+                local_rank=local,
+                exitcode=code,
+                signal=_signal_name(code),
+                root=True,
+                line=t,
             )
         )
         break
