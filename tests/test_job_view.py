@@ -204,6 +204,20 @@ def test_the_launcher_line_is_the_ranks_evidence_and_a_generic_error_is_its_own(
     )
 
 
+def test_a_summary_pasted_from_its_root_cause_part_names_that_rank():
+    """Only the end of torchrun's summary was pasted (no ChildFailedError line): its Root Cause
+    part still names the rank; with the whole summary, the whole summary is what is read."""
+    whole = summary(
+        [failure(1, 0, -6, 301, "SIGABRT"), failure(2, 2, -6, 303, "SIGABRT")],
+        failure(0, 5, -6, 305, "SIGABRT", time="2026-11-23_10:00:01"),
+    )
+    tail = whole[whole.index("Root Cause (first observed failure)") :]
+    job = lookup_text(ENGINE, tail).job
+    assert job is not None and job.root.rank == 5 and job.root.signal == "SIGABRT"
+    job = lookup_text(ENGINE, whole).job
+    assert job.root.rank == 5 and {f.rank for f in job.torchrun.failures} == {0, 2, 5}
+
+
 def test_mp_spawn_names_the_process_that_failed():
     """torch.multiprocessing.spawn reports the first process that failed by its index, the rank
     of an mp.spawn(fn, nprocs=world_size) job: with its exception after the marker, or, when it

@@ -532,6 +532,13 @@ def _torchrun(launcher: RankInput | None) -> torchrun_summary.Summary:
             if s.failures:
                 best = s  # the last attempt's summary is the one that ended the job
     if not best.failures:
+        # only the summary's Root Cause part was pasted (no ChildFailedError line above it)
+        for ln, _ in launcher.lines:
+            if ln.block and "Root Cause (first observed failure)" in ln.text:
+                s = torchrun_summary.parse(ln.block)
+                if s.failures:
+                    best = s
+    if not best.failures:
         best = torchrun_summary.from_agent_lines(ln.text for ln, _ in launcher.lines)
     if not best.failures:
         best = torchrun_summary.from_spawn_lines(ln.text for ln, _ in launcher.lines)

@@ -645,7 +645,14 @@ def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, 
             nxt = body.find(b"\n", end + 1)
             end = nxt if nxt != -1 else len(body)
         after = body[le + 1 : end][:KEEP_LINE]
-    block = _failure_block(body, le) if b"ChildFailedError:" in seg else b""
+    if b"ChildFailedError:" in seg:
+        block = _failure_block(body, le)
+    elif b"Root Cause (first observed failure)" in seg:
+        # A summary pasted from its middle: its Root Cause part, this line included (the job
+        # view reads it only where no ChildFailedError line came with its whole summary).
+        block = seg + b"\n" + _failure_block(body, le)
+    else:
+        block = b""
     win.add(number, seg, count, after, block, (body, ls, le))
     joined = _unwrapped(body, ls, le) or _word_wrapped(body, ls, le)
     if joined:
