@@ -218,6 +218,23 @@ def test_a_summary_pasted_from_its_root_cause_part_names_that_rank():
     assert job.root.rank == 5 and {f.rank for f in job.torchrun.failures} == {0, 2, 5}
 
 
+def test_the_rank_that_never_joined_the_store_based_barrier():
+    """init_process_group's store-based barrier: each rank that reached it says so with its rank
+    and the world size; the rank of the world that never did is the one the others wait for."""
+    wait = (
+        "INFO:root:Waiting in store based barrier to initialize process group for rank: {r}, key: "
+        "store_based_barrier_key:1 (world_size=6, worker_count=5, timeout=0:30:00)\n"
+    )
+    log = "".join(wait.format(r=r) for r in (0, 4, 1, 3, 5)) + (
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 0, "
+        "for key: store_based_barrier_key:1 (world_size=6, worker_count=5, timeout=0:30:00)\n"
+    )
+    job = lookup_text(ENGINE, log).job
+    assert job is not None and [r.rank for r in job.roots] == [2] and job.desync.missing == [2]
+    assert job.desync.by == "store-barrier" and "never joined" in job.summary
+    assert {v.rank for v in job.ranks if v.role == "consequence"} == {0, 1, 3, 4, 5}
+
+
 def test_mp_spawn_names_the_process_that_failed():
     """torch.multiprocessing.spawn reports the first process that failed by its index, the rank
     of an mp.spawn(fn, nprocs=world_size) job: with its exception after the marker, or, when it

@@ -760,6 +760,11 @@ def _log_desync(verdicts: list[_Working], ranks, coll: Collectives) -> _Decision
             v.group = found.pg
         root = roots[0]
         _mark(verdicts, roots, root, coll)
+        for v in verdicts:
+            # a rank the evidence shows waiting for the missing ones, with no failure of its own
+            if v.rank in found.waiting and v.role == "unknown" and v.cause == "none":
+                v.role, v.part = "consequence", Part.WAITED
+                v.reason = f"waited for {_ranks_text(found.missing)}"
         return _Decision(
             verdicts, root, "desync", _desync_summary(found, verdicts), roots, found, victim
         )
@@ -898,8 +903,11 @@ def _missing_reason(d: Desync, v: _Working) -> str:
         "flight-recorder": "its Flight Recorder dump stops before it",
         "watchdog": "its last enqueued work is below the SeqNum the others timed out on",
         "monitored-barrier": "monitoredBarrier named it",
+        "store-barrier": "it never said it was waiting in the store-based barrier, as the others did",
         "no-timeout": "it never timed out itself while the others waited",
     }[d.by]
+    if d.by == "store-barrier":
+        return f"never joined the process group: {how}"
     return f"did not reach {coll}: {how}"
 
 
@@ -930,8 +938,15 @@ def _desync_summary(
         "flight-recorder": "the Flight Recorder dumps",
         "watchdog": "the watchdog's sequence numbers",
         "monitored-barrier": "monitoredBarrier's report",
+        "store-barrier": "the store-based barrier's waiting lines",
         "no-timeout": "it never timed out itself while the others did",
     }[d.by]
+    if d.by == "store-barrier":
+        return (
+            f"desync: rank{'s' if len(d.missing) > 1 else ''} {', '.join(map(str, d.missing))} "
+            f"never joined the process group; {_ranks_text(d.waiting)} waited in "
+            f"init_process_group's store-based barrier (by {by})"
+        )
     timed = {v.rank for v in verdicts if v.cause == "timeout"}
     waited = "timed out waiting" if set(d.waiting) <= timed or not d.waiting else "waited"
     return (

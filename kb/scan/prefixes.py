@@ -24,6 +24,7 @@ _RANK_SRC = (
 # "[Rank 3]" and "[PG ID 0 PG GUID 0(default_pg) Rank 3]" inside ProcessGroupNCCL's own messages
 # (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp logPrefix()), for lines with no launcher prefix.
 _TEXT_RANK_SRC = r"\[(?:PG[^\]]*?)?Rank (\d+)\]"
+_BARRIER_RANK_SRC = r"store based barrier (?:to initialize process group for rank|on rank):? (\d+)"
 # A "host: " prefix (pdsh, clush): a lowercase name holding a digit, never a file name or a word
 # an error message starts with.
 _HOST_SRC = r"([a-z][a-z0-9-]*\d[a-z0-9.-]*):\s+(?=\S)"
@@ -41,6 +42,7 @@ def _rx(name: str) -> re.Pattern:
             {
                 "rank": _RANK_SRC,
                 "text_rank": _TEXT_RANK_SRC,
+                "barrier_rank": _BARRIER_RANK_SRC,
                 "host": _HOST_SRC,
                 "not_host": _NOT_HOST_SRC,
                 "iso": _ISO_SRC,
@@ -61,7 +63,13 @@ def rank_of(prefix: str) -> int | None:
 
 
 def rank_in_text(text: str) -> int | None:
-    """The rank a ProcessGroupNCCL message names about itself ("[Rank 3] Watchdog caught...")."""
+    """The rank a message names about itself: ProcessGroupNCCL's "[Rank 3] Watchdog caught...",
+    or the store-based barrier's "Waiting in store based barrier to initialize process group for
+    rank: 3, key: ..." / "Timed out initializing process group in store based barrier on rank:
+    3, ..." (distributed_c10d.py, torch 1.x-2.x)."""
+    if "store based barrier" in text:
+        m = _rx("barrier_rank").search(text)
+        return int(m.group(1)) if m else None
     if "Rank " not in text:
         return None
     m = _rx("text_rank").search(text)

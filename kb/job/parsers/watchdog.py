@@ -39,6 +39,9 @@ _STATUS = re.compile(
     r"[Ll]ast enqueued (?:NCCL )?work: (?P<enq>-?\d+), last completed (?:NCCL )?work: (?P<done>-?\d+)"
 )
 _BARRIER = re.compile(r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier")
+# distributed_c10d.py _store_based_barrier: "... (world_size=8, worker_count=7, timeout=0:30:00)"
+# (num_workers_joined= in later torch)
+_STORE_WORLD = re.compile(r"\(world_size=(\d+), (?:worker_count|num_workers_joined)=\d+")
 
 
 @record
@@ -52,6 +55,9 @@ class RankProgress:
     last_completed: int | None = None
     told_by: int | None = None  # the rank whose timeout it was told about (dump signal)
     barrier_missing: list[int] = field(default_factory=list)  # ranks its monitoredBarrier named
+    # The store-based barrier at init_process_group: the world size it waits for, when this rank
+    # said it was waiting there (or timed out there).
+    store_world: int | None = None
 
 
 def progress(texts) -> RankProgress:
@@ -76,6 +82,10 @@ def progress(texts) -> RankProgress:
                     p.timed_out_seq = int(seq)
                 if m.group("from") is not None:
                     p.told_by = int(m.group("from"))
+        if "store based barrier" in t:
+            m = _STORE_WORLD.search(t)
+            if m:
+                p.store_world = int(m.group(1))
         if "monitoredBarrier" in t:
             m = _BARRIER.search(t)
             if m:
@@ -91,7 +101,7 @@ class Desync:
     op: str | None
     missing: list[int]  # ranks that did not reach it
     waiting: list[int]  # ranks that were in it (and timed out)
-    by: str  # watchdog | flight-recorder | monitored-barrier | no-timeout
+    by: str  # watchdog | flight-recorder | monitored-barrier | store-barrier | no-timeout
     pg: str | None = None
     detail: str = ""
 
@@ -118,6 +128,15 @@ def desync_from_progress(ranks: dict[int, RankProgress]) -> Desync | None:
     if named:
         waiting = sorted(r for r, p in ranks.items() if p.barrier_missing)
         return Desync(None, None, named, waiting, "monitored-barrier")
+    # The store-based barrier at init: every rank that reached it says so with its rank; the
+    # ranks of the world that never did are the ones the others wait for.
+    worlds = {p.store_world for p in ranks.values() if p.store_world}
+    if len(worlds) == 1:
+        world = worlds.pop()
+        joined = sorted(r for r, p in ranks.items() if p.store_world)
+        absent = sorted(set(range(world)) - set(joined))
+        if absent and len(joined) > len(absent):
+            return Desync(None, "init_process_group", absent, joined, "store-barrier")
     # rank -> the sequence number it timed out in, for ranks whose own watchdog said so
     timed = {
         r: p.timed_out_seq
