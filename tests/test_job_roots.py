@@ -122,25 +122,23 @@ def test_a_thousand_ranks():
 # ---------------------------------------------------------------- carried failures
 NCCL_CARRIES_ASSERT = """\
 [rank0]:[E1123 10:00:30.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=20000) ran for 20013 milliseconds before timing out.
-[rank1]: Traceback (most recent call last):
-[rank1]:   File "/home/kb/jobs/step.py", line 52, in sync_grads
-[rank1]:     dist.all_reduce(grad, group=dp_group)
-[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3
-[rank1]: ncclUnhandledCudaError: Call to CUDA function failed.
-[rank1]: Last error:
-[rank1]: Cuda failure 'device-side assert triggered'
+[default1]:Traceback (most recent call last):
+[default1]:  File "/home/kb/jobs/step.py", line 52, in sync_grads
+[default1]:    dist.all_reduce(grad, group=dp_group)
+[default1]:torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3
+[default1]:Last error:
+[default1]:Cuda failure 'device-side assert triggered'
 """
 
 WATCHDOG_CARRIES_IMA = """\
 [rank0]:[E1123 10:00:30.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=20000) ran for 20013 milliseconds before timing out.
-[rank1]:[E1123 10:00:11.000000000 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered
+[rank1]:[E1123 10:00:11.000000000 ProcessGroupNCCL.cpp:1895] [PG ID 2 PG GUID 5(TENSOR_PARALLEL) Rank 1] Process group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered
 """
 
 TEARDOWN_THEN_FAULT = """\
 [rank0]:[E1123 10:00:30.000000000 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=20000) ran for 20013 milliseconds before timing out.
-[rank1]:[E1123 10:00:11.000000000 ProcessGroupNCCL.cpp:681] [Rank 1] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.
-[rank1]:[E1123 10:00:11.000000000 ProcessGroupNCCL.cpp:695] [Rank 1] To avoid data inconsistency, we are taking the entire process down.
-[rank1]:[E1123 10:00:11.000000000 ProcessGroupNCCL.cpp:1895] [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with exception: CUDA error: misaligned address
+[rank1]:[E1123 10:00:11.000000000 ProcessGroupNCCL.cpp:681] [Rank 1] Some NCCL operations have failed or timed out. [...]
+[rank1]:[E1123 10:00:11.000000000 ProcessGroupNCCL.cpp:1895] [PG ID 1 PG GUID 3(DATA_PARALLEL) Rank 1] Process group watchdog thread terminated with exception: CUDA error: misaligned address
 """
 
 
