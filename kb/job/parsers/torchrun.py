@@ -191,26 +191,34 @@ _SPAWN = re.compile(
 )
 
 
+def _first(texts, needle: str, rx: re.Pattern) -> tuple[str, re.Match] | None:
+    """The first line holding needle that rx matches, with its match: launchers report the
+    first worker that failed, then stop the others."""
+    for t in texts:
+        if needle in t:
+            m = rx.search(t)
+            if m is not None:
+                return t, m
+    return None
+
+
 def from_spawn_lines(texts) -> Summary:
     """The process torch.multiprocessing.spawn reports as failed: "-- Process 1 terminated with
     the following error:" (an exception, shown after it) or ProcessExitedException's "process 1
     terminated with exit code 1" / "... with signal SIGKILL"."""
     out = Summary(source="mp.spawn")
-    for t in texts:
-        if "terminated with" not in t:
-            continue
-        m = _SPAWN.search(t)
-        if m is None:
-            continue
-        n = int(m.group("n") or m.group("n2"))
-        # "with the following error": spawn's _wrap sent the traceback and called sys.exit(1)
-        code = int(m.group("code")) if m.group("code") else (1 if m.group("n") else None)
-        if m.group("sig"):
-            num = getattr(signal.Signals, m.group("sig"), None)
-            code = -int(num) if num is not None else None
-        sig = m.group("sig") or _signal_name(code)
-        out.failures.append(Failure(rank=n, exitcode=code, signal=sig, root=True, line=t))
-        break  # mp.spawn reports one process: the first that failed
+    found = _first(texts, "terminated with", _SPAWN)
+    if found is None:
+        return out
+    t, m = found
+    n = int(m.group("n") or m.group("n2"))
+    # "with the following error": spawn's _wrap sent the traceback and called sys.exit(1)
+    code = int(m.group("code")) if m.group("code") else (1 if m.group("n") else None)
+    if m.group("sig"):
+        num = getattr(signal.Signals, m.group("sig"), None)
+        code = -int(num) if num is not None else None
+    sig = m.group("sig") or _signal_name(code)
+    out.failures.append(Failure(rank=n, exitcode=code, signal=sig, root=True, line=t))
     return out
 
 
@@ -225,25 +233,22 @@ _DS_FAILED = re.compile(
 def from_deepspeed_lines(texts) -> Summary:
     """The worker DeepSpeed's launcher reports as failed first (it then kills the others)."""
     out = Summary(source="deepspeed")
-    for t in texts:
-        if "sigkill_handler" not in t:
-            continue
-        m = _DS_FAILED.search(t)
-        if m is None:
-            continue
-        code = int(m.group("code")) if m.group("code") else None
-        local = int(m.group("local"))
-        out.failures.append(
-            Failure(
-                rank=local,
-                local_rank=local,
-                exitcode=code,
-                signal=_signal_name(code),
-                root=True,
-                line=t,
-            )
+    found = _first(texts, "sigkill_handler", _DS_FAILED)
+    if found is None:
+        return out
+    t, m = found
+    code = int(m.group("code")) if m.group("code") else None
+    local = int(m.group("local"))
+    out.failures.append(
+        Failure(
+            rank=local,
+            local_rank=local,
+            exitcode=code,
+            signal=_signal_name(code),
+            root=True,
+            line=t,
         )
-        break
+    )
     return out
 
 
