@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,41 @@ def test_an_interrupt_sets_cancel_and_waits_for_running_tasks():
         run_scheduled([0, 1], [2], task, finish, jobs=2, cancel=cancel)
     assert cancel.is_set() and ended == [0, 1]  # the exclusive task never started
     assert time.monotonic() - t0 < 5  # task 1 returned on cancel, not on its own timeout
+
+
+def test_a_repro_needing_a_package_the_interpreter_lacks_is_skipped_with_the_reason():
+    # pip is installed in the test interpreter; a made-up distribution is not.
+    assert verify.missing_packages(("pip",), sys.executable) is None
+    assert verify.missing_packages(("pip>=1",), sys.executable) is None
+    too_new = verify.missing_packages(("pip>=999",), sys.executable)
+    assert too_new is not None and too_new.startswith("needs pip>=999, found pip ")
+    absent = verify.missing_packages(("kb-no-such-distribution>=1.0",), sys.executable)
+    assert (
+        absent
+        == f"needs kb-no-such-distribution>=1.0, {sys.executable} does not have kb-no-such-distribution"
+    )
+
+
+def test_requires_packages_is_read_from_the_entry(tmp_path):
+    from kb.knowledge.base import load
+
+    src = (Path(__file__).parent / "fixtures" / "good_entry.yaml").read_text()
+    text = src.replace(
+        "  requires: {gpu: false}",
+        "  requires: {gpu: false, packages: ['kb-no-such-distribution']}",
+        1,
+    )
+    assert text != src
+    folder = tmp_path / "mine" / "python"
+    folder.mkdir(parents=True)
+    (folder / "good-entry.yaml").write_text(text)
+    kb = load([str(tmp_path / "mine")], bundled=[tmp_path / "none"], use_cache=False)
+    entry = next(e for e in kb.entries if e.id == "good-entry")
+    assert entry.repro.requires.packages == ("kb-no-such-distribution",)
+    env = verify.Environment(python=sys.executable)
+    out = verify.verify_entry(entry, kb, env, trust=True)
+    assert out.status == "skipped"
+    assert (
+        out.detail
+        == f"needs kb-no-such-distribution, {sys.executable} does not have kb-no-such-distribution"
+    )

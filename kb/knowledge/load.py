@@ -386,6 +386,7 @@ def load_file(
                 compute_capability=req.get("compute_capability", ""),
                 torch=req.get("torch", ""),
                 exclusive=bool(req.get("exclusive", False)),
+                packages=tuple(req.get("packages", ())),
             ),
         )
     fix_check = None

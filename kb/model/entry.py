@@ -81,6 +81,8 @@ class Requirements:
     compute_capability: str = ""
     torch: str = ""
     exclusive: bool = False
+    # Distributions the repro's interpreter must have besides torch ("transformers>=4.40").
+    packages: tuple[str, ...] = ()
 
 
 @record(frozen=True)

@@ -18,6 +18,7 @@ job, and their public names are re-exported here:
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -122,6 +123,8 @@ def verify_entry(
 ) -> Outcome:
     reason = check_requirements(entry, env, trust)
     repro = entry.repro
+    if reason is None and repro is not None and repro.requires.packages:
+        reason = missing_packages(repro.requires.packages, python)
     if reason is not None or repro is None:
         return Outcome(entry.id, SKIPPED, detail=reason or "no repro")
     limit = timeout or repro.timeout
@@ -174,6 +177,47 @@ def _unmet(entry: Entry, need: str, output: str, duration: float) -> Outcome:
     """A run that stopped at importing a module the interpreter lacks: skipped, with the reason
     (its output kept); not started, so a machine where every repro ends so verified nothing."""
     return Outcome(entry.id, SKIPPED, detail=need, output=output, duration_s=duration)
+
+
+_DIST_VERSIONS: dict[tuple[str, str], str] = {}
+_SPEC = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(.*)$")
+
+
+def missing_packages(packages: tuple[str, ...], python: str) -> str | None:
+    """The first of the repro's required distributions ("transformers>=4.40") the interpreter
+    lacks or has at a version outside the range, in words; None when all are there."""
+    for spec in packages:
+        m = _SPEC.match(spec)
+        if m is None:
+            return f"cannot read the package requirement {spec!r}"
+        name, want = m.group(1), m.group(2).strip()
+        have = _dist_version(python, name)
+        if not have:
+            return f"needs {spec}, {python} does not have {name}"
+        if want:
+            ok = version_matches(have, want)
+            if ok is None:
+                return f"cannot read the package requirement {spec!r}"
+            if not ok:
+                return f"needs {spec}, found {name} {have}"
+    return None
+
+
+def _dist_version(python: str, name: str) -> str:
+    """The installed version of a distribution as the interpreter sees it ("" if absent)."""
+    key = (python, name)
+    with _IMPORTABLE_LOCK:
+        if key not in _DIST_VERSIONS:
+            code = (
+                "import importlib.metadata as m\n"
+                f"try: print(m.version({name!r}))\n"
+                "except m.PackageNotFoundError: print('')\n"
+            )
+            res = run_program(code, {}, 120.0, python)
+            lines = [ln.strip() for ln in res.output.splitlines() if ln.strip()]
+            ok = res.rc == 0 and not res.timed_out and lines
+            _DIST_VERSIONS[key] = lines[-1] if ok else ""
+        return _DIST_VERSIONS[key]
 
 
 _IMPORTABLE: dict[tuple[str, str], bool] = {}
