@@ -221,6 +221,37 @@ def check_data(folder: str | None = None) -> list[Problem]:
                     out.append(
                         _file_problem(jobs.path, "KB009", f"example '{_short(ex)}' is not matched")
                     )
+    out += _check_collectives(data.collectives)
+    return out
+
+
+def _check_collectives(rules) -> list[Problem]:
+    """collectives.yaml: every op name belongs to one op, and every example (a profiling name as
+    torch writes it) is read as its own op by the job view's reader."""
+    if rules is None:
+        return []
+    out: list[Problem] = []
+    owner: dict[str, str] = {}
+    for o in rules.ops:
+        for n in o.names:
+            if owner.setdefault(n, o.op) != o.op:
+                out.append(
+                    _file_problem(
+                        rules.path, "KB009", f"name '{n}' is given to '{owner[n]}' and '{o.op}'"
+                    )
+                )
+    from kb.job.collectives import semantics
+
+    for o in rules.ops:
+        for ex in o.examples:
+            got = semantics(ex, rules)
+            if got is None or got.op != o.op:
+                said = (
+                    f"read as '{got.op}'" if got else "read as no op (an unknown name or backend)"
+                )
+                out.append(
+                    _file_problem(rules.path, "KB009", f"example '{ex}' of '{o.op}' is {said}")
+                )
     return out
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import Counter
 
 from kb.job.parsers.flight_recorder import Dump, Entry
+from kb.knowledge.data import CollectiveOp, CollectiveRules, bundled
 from kb.model.record import field, record
 
 # The kinds of fault a group shows, strongest evidence first: the kind a rank is named for when
@@ -169,6 +170,59 @@ def merge(a: Dump, b: Dump) -> Dump:
 
 def _pg_order(pg: str) -> tuple:
     return (not pg.isdigit(), int(pg) if pg.isdigit() else 0, pg)
+
+
+# ---------------------------------------------------------------- what must agree
+# kb/data/collectives.yaml, read with the entries (kb.knowledge.data): op name -> its semantics.
+_TABLES: dict[int, tuple[CollectiveRules, dict[str, CollectiveOp], frozenset[str]]] = {}
+_KEYS: dict[tuple, tuple] = {}  # (op, sizes, dtypes) -> what members must agree on
+
+
+def _table(rules: CollectiveRules | None = None) -> tuple[dict[str, CollectiveOp], frozenset[str]]:
+    if rules is None:
+        rules = getattr(bundled(), "collectives", None)
+    if rules is None:  # kb/data/collectives.yaml is broken: kb lint says how
+        return {}, frozenset()
+    got = _TABLES.get(id(rules))
+    if got is None or got[0] is not rules:
+        by_name = {n: o for o in rules.ops for n in o.names}
+        got = _TABLES[id(rules)] = (rules, by_name, frozenset(rules.backends))
+        _KEYS.clear()
+    return got[1], got[2]
+
+
+def semantics(op: str, rules: CollectiveRules | None = None) -> CollectiveOp | None:
+    """The collective a Flight Recorder entry's profiling name is ("nccl:_allgather_base",
+    "gloo:all_to_all", "nccl:send 0->1"), or None when kb/data/collectives.yaml (or `rules`)
+    does not name it."""
+    by_name, backends = _table(rules)
+    name = op
+    lib, sep, rest = op.partition(":")
+    if sep and lib in backends:
+        name = rest
+    return by_name.get(name.split(" ", 1)[0].strip())
+
+
+def agreed(e: Entry) -> tuple:
+    """What every member of the group must agree on for this entry: its op (as one name for all
+    its spellings), and its sizes and dtypes only where the op requires them to agree. An op the
+    data does not name is compared by its name only."""
+    k = (e.op, e.sizes, e.dtypes)
+    got = _KEYS.get(k)
+    if got is None:
+        if len(_KEYS) > 50_000:
+            _KEYS.clear()
+        rule = semantics(e.op)
+        if rule is None:
+            got = (e.op, None, None)
+        else:
+            got = (
+                rule.op,
+                e.sizes if rule.sizes_agree else None,
+                e.dtypes if rule.dtypes_agree else None,
+            )
+        _KEYS[k] = got
+    return got
 
 
 # rank -> group name -> its collectives there (point-to-point ops left out), in buffer order
@@ -403,19 +457,24 @@ def _mismatch(pg, desc, members, enq, idx: Index, upto: int) -> GroupFinding | N
             for e in seen.values()
         ):
             continue  # the usual case, checked without building every signature
-        sigs = Counter(e.signature for e in seen.values())
+        keys = {r: agreed(e) for r, e in seen.items()}
+        sigs = Counter(keys.values())
         if len(sigs) < 2:
-            continue
+            continue  # they differ only where the op lets them (uneven all_to_all splits)
         (top_sig, top_n), *rest = sigs.most_common()
         majority = top_n > rest[0][1]
-        odd = tuple(sorted(r for r, e in seen.items() if not majority or e.signature != top_sig))
+        if majority:
+            odd = tuple(sorted(r for r in seen if keys[r] != top_sig))
+        else:
+            odd = _unlike_their_past(seen, keys, seq, pg, idx)
         agree = tuple(sorted(r for r in seen if r not in odd))
-        what = _difference(seen, odd, top_sig if majority else None)
+        usual = top_sig if majority else (keys[agree[0]] if agree else None)
+        what = _difference(seen, odd, usual, keys)
         return GroupFinding(
             pg,
             desc,
             seq,
-            top_sig[0] if majority else "/".join(sorted({e.op for e in seen.values()})),
+            seen[agree[0]].op if agree else "/".join(sorted({e.op for e in seen.values()})),
             "mismatch",
             odd,
             agree,
@@ -426,22 +485,51 @@ def _mismatch(pg, desc, members, enq, idx: Index, upto: int) -> GroupFinding | N
     return None
 
 
-def _difference(seen: dict[int, Entry], odd: tuple[int, ...], usual: tuple | None) -> str:
+def _unlike_their_past(
+    seen: dict[int, Entry], keys: dict[int, tuple], seq: int, pg: str, idx: Index
+) -> tuple[int, ...]:
+    """With no majority (two ranks, half and half): the ranks whose collective here is unlike
+    what they ran before at the same point of their loop, while the others' is as before. Each
+    rank's own buffer says what its program does: the collective it ran after the one before
+    this, in earlier rounds. A rank that ran another op or other sizes than ever before (a wrong
+    collective, a wrong size), or ran them out of their usual order (it skipped one), stands out;
+    when all or none do, every rank that differs is named."""
+    new: list[int] = []
+    for r in seen:
+        pairs: set[tuple] = set()  # (a collective, the one it ran next) in earlier rounds
+        prev = None
+        for e in idx[r].get(pg, ()):
+            if e.seq >= seq:
+                break
+            k = agreed(e)
+            if prev is not None:
+                pairs.add((prev, k))
+            prev = k
+        if prev is None or not pairs:
+            return tuple(sorted(seen))  # no history to tell by
+        if (prev, keys[r]) not in pairs:
+            new.append(r)
+    if new and len(new) < len(seen):
+        return tuple(sorted(new))
+    return tuple(sorted(seen))
+
+
+def _difference(
+    seen: dict[int, Entry], odd: tuple[int, ...], usual: tuple | None, keys: dict[int, tuple]
+) -> str:
     def desc(e: Entry) -> str:
         sizes = ", ".join(
             "x".join(map(str, s)) if isinstance(s, tuple) else str(s) for s in e.sizes
         )
         return f"{e.op} [{sizes}]" + (f" {'/'.join(e.dtypes)}" if e.dtypes else "")
 
-    ops = {e.op for e in seen.values()}
+    ops = {k[0] for k in keys.values()}
     what = (
-        "ops"
-        if len(ops) > 1
-        else ("sizes" if len({e.sizes for e in seen.values()}) > 1 else "dtypes")
+        "ops" if len(ops) > 1 else ("sizes" if len({k[1] for k in keys.values()}) > 1 else "dtypes")
     )
     parts = [f"rank {r}: {desc(seen[r])}" for r in odd]
-    if usual is not None:
-        others = [r for r in seen if r not in odd]
+    others = [r for r in seen if r not in odd]
+    if usual is not None and others:
         parts.append(f"{_ranks(others)}: {desc(seen[others[0]])}")
     return f"different {what} ({'; '.join(parts)})"
 

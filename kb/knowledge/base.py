@@ -36,6 +36,7 @@ _DEPENDS = (
     _SCHEMA,
     os.path.join(_DATA_DIR, "wrappers.yaml"),
     os.path.join(_DATA_DIR, "job-wordings.yaml"),
+    os.path.join(_DATA_DIR, "collectives.yaml"),
     os.path.join(_DATA_DIR, "cuda_codes.json"),  # its table is pickled with the data
 )
 

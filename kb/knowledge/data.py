@@ -1,10 +1,12 @@
 """The knowledge kept in kb/data beside the entries: the frames other software prints a CUDA
 error in (wrappers.yaml) and what a job's ranks print because another rank failed
-(job-wordings.yaml). Read by the loader entries go through (kb.knowledge.load.load_data_file:
+(job-wordings.yaml), and what the members of a process group must agree on for each collective
+(collectives.yaml). Read by the loader entries go through (kb.knowledge.load.load_data_file:
 schema, regexes, file and line in every problem), checked by `kb lint`, and cached with the
 entries (kb.knowledge.base), so a lookup never parses YAML.
 
-The Python that reads them (kb.knowledge.wrappers, kb.job.consequences) holds no wording."""
+The Python that reads them (kb.knowledge.wrappers, kb.job.consequences, kb.job.collectives) holds
+no wording."""
 
 from __future__ import annotations
 
@@ -15,7 +17,11 @@ from kb.model.record import field, record
 
 _DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data")
 # file -> its schema, under kb/knowledge
-FILES = {"wrappers.yaml": "wrappers.schema.json", "job-wordings.yaml": "job-wordings.schema.json"}
+FILES = {
+    "wrappers.yaml": "wrappers.schema.json",
+    "job-wordings.yaml": "job-wordings.schema.json",
+    "collectives.yaml": "collectives.schema.json",
+}
 
 
 def data_paths() -> list[str]:
@@ -68,6 +74,26 @@ class JobWordings:
     path: str = ""
 
 
+@record(frozen=True)
+class CollectiveOp:
+    """One collective and what the members of its group must agree on (collectives.yaml)."""
+
+    op: str
+    sizes_agree: bool
+    dtypes_agree: bool
+    names: tuple[str, ...]  # after the backend prefix, as torch's recorder writes them
+    point_to_point: bool = False
+    why: str = ""
+    examples: tuple[str, ...] = ()
+
+
+@record(frozen=True)
+class CollectiveRules:
+    backends: tuple[str, ...]
+    ops: tuple[CollectiveOp, ...]
+    path: str = ""
+
+
 @record
 class KnowledgeData:
     wrappers: WrapperForms | None
@@ -76,6 +102,7 @@ class KnowledgeData:
     # kb/data/cuda_codes.json as read (kb.knowledge.cuda_codes): pickled with the entry cache, so
     # a lookup that meets a CUDA error neither imports json nor parses the file.
     cuda_codes: dict | None = None
+    collectives: CollectiveRules | None = None
 
     def literals(self) -> list[str]:
         """Text every line these forms read holds, for the scan's trigger set."""
@@ -104,6 +131,7 @@ def load_data(folder: str | None = None) -> KnowledgeData:
         got[name] = (data, str(path))
     w, wpath = got["wrappers.yaml"]
     j, jpath = got["job-wordings.yaml"]
+    c, cpath = got["collectives.yaml"]
     from kb.knowledge import cuda_codes
 
     return KnowledgeData(
@@ -111,6 +139,7 @@ def load_data(folder: str | None = None) -> KnowledgeData:
         _jobs(j, jpath) if j is not None else None,
         problems,
         cuda_codes.table(),
+        _collectives(c, cpath) if c is not None else None,
     )
 
 
@@ -146,6 +175,25 @@ def _jobs(d: dict, path: str) -> JobWordings:
             Wording("", w["pattern"], tuple(w.get("examples", ()))) for w in d["neutral"]
         ),
         stopped_by_others={int(k): str(v) for k, v in d["stopped_by_others"].items()},
+        path=path,
+    )
+
+
+def _collectives(d: dict, path: str) -> CollectiveRules:
+    return CollectiveRules(
+        backends=tuple(d["backends"]),
+        ops=tuple(
+            CollectiveOp(
+                o["op"],
+                o["sizes"] == "agree",
+                o["dtypes"] == "agree",
+                tuple(o["names"]),
+                bool(o.get("point_to_point", False)),
+                o.get("why", ""),
+                tuple(o.get("examples", ())),
+            )
+            for o in d["ops"]
+        ),
         path=path,
     )
 
