@@ -157,7 +157,11 @@ def test_kb_list_without_any_record_has_one_verification_column(monkeypatch, tmp
 
 @pytest.mark.parametrize("columns", [80, 100, 120])
 def test_kb_list_on_a_narrow_terminal_keeps_every_id_whole(records, capsys, monkeypatch, columns):
+    # A terminal of that width (a pipe is never cut: tests/test_cli_firstuse.py).
+    import kb.render.style
+
     monkeypatch.setenv("COLUMNS", str(columns))
+    monkeypatch.setattr(kb.render.style, "terminal_width", lambda con: columns)
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert all(len(ln) <= columns for ln in lines)

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+CODES_WIDTH = 14  # on a terminal; longer lists of codes wrap
+
+
 def run_list(args: argparse.Namespace) -> int:
     kb = load(args.kb_dir)
     kinds = gpu_kinds(kb.evidence)
@@ -45,58 +48,98 @@ def run_list(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return EXIT_OK
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.text import Text
+
+    from kb.render.table import Col, fitted
 
     con = render.console()
+    width = render.terminal_width(con)
     codes = [_compact_codes(e) for e in ordered]
+    if width is not None:
+        # On a terminal a long list of codes wraps onto more lines (never cut): a few entries
+        # own a dozen codes.
+        import textwrap
+
+        codes = ["\n".join(textwrap.wrap(c, CODES_WIDTH, break_long_words=False)) for c in codes]
     # One column per GPU kind ("fix-verified 3/3 2026-11-23"), or one saying nothing was
     # verified anywhere yet when there are no records at all.
     heads = kinds or ["verification"]
-    fixed = [
-        max([len(r["id"]) + (8 if r["local"] else 0) for r in rows] + [2]),
-        max([len(r["area"]) for r in rows] + [4]),
-        min(max([len(c) for c in codes] + [5]), 14),
-    ]
-
-    def kind_widths(texts: list[list[str]]) -> list[int]:
-        return [max([len(h)] + [len(t[i]) for t in texts]) for i, h in enumerate(heads)]
-
-    def used(ws: list[int]) -> int:
-        return sum(ws) + 2 * len(ws)  # two spaces between columns, the title's included
-
-    # The GPU kinds' cells get shorter until a title of 12 fits; then the title goes, then the
-    # area is cut. Never the id: it is what the other commands take.
-    for level in (0, 1, 2):
-        texts = [[c.cell(level) for c in row] for row in cells]
-        widths = fixed + kind_widths(texts)
-        if used(widths) + 12 <= con.width:
-            break
-    title_w = con.width - used(widths)
-    if title_w < 0:
-        widths[1] = max(widths[1] + title_w, 3)
-    t = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
-    for name, w in zip(("id", "area", "codes", *heads), widths):
-        t.add_column(escape(name), no_wrap=True, width=w, overflow="ellipsis")
-    show_title = title_w >= 8
-    if show_title:
-        t.add_column("title", no_wrap=True, width=title_w, overflow="ellipsis")
-    for r, c, row, text in zip(rows, codes, cells, texts):
-        t.add_row(
-            escape(r["id"]) + (" [magenta](local)[/magenta]" if r["local"] else ""),
-            escape(r["area"]),
-            escape(c),
-            *(
-                f"[{render.WORD_COLORS.get(v.word, 'red')}]{escape(s)}[/]"
-                for v, s in zip(row, text)
-            ),
-            *([escape(r["title"])] if show_title else []),
+    plan = _layout(rows, codes, cells, heads, width)
+    level, shown = plan
+    table_kw = {"box": None, "pad_edge": False, "header_style": "bold", "show_edge": False}
+    cols = {
+        "id": Col("id"),
+        "area": Col("area"),
+        "codes": Col("codes"),
+        **{f"gpu{i}": Col(h) for i, h in enumerate(heads)},
+        "title": Col("title", give="cut", min_width=1),
+    }
+    table_rows = []
+    for r, c, row in zip(rows, codes, cells):
+        cellmap: dict[str, str | Text] = {
+            "id": Text(r["id"]) + (Text(" (local)", style="magenta") if r["local"] else Text()),
+            "area": r["area"],
+            "codes": c,
+            "title": r["title"],
+        }
+        for i, v in enumerate(row):
+            cellmap[f"gpu{i}"] = Text(v.cell(level), style=render.WORD_COLORS.get(v.word, "red"))
+        table_rows.append([cellmap[k] for k in shown])
+    t, _, needed = fitted([cols[k] for k in shown], table_rows, width, **table_kw)
+    render.print_whole(con, t, needed)
+    left = [cols[k].header for k in cols if k not in shown]
+    note = f"{len(rows)} entries"
+    if left:
+        note += (
+            f" ({', '.join(left)} left out at this width: a wider terminal or a pipe shows them)"
         )
-    con.print(t)
-    con.print(f"[dim]{len(rows)} entries[/dim]")
+    con.print(Text(note, style="dim"))
     if kb.problems:
         print(f"kb: {len(kb.problems)} problem(s) in entry files; run `kb lint`", file=sys.stderr)
     return EXIT_OK
+
+
+def _layout(
+    rows: list[dict[str, Any]],
+    codes: list[str],
+    cells: list[list[render.VerificationRow]],
+    heads: list[str],
+    width: int | None,
+) -> tuple[int, list[str]]:
+    """(how short the GPU cells are, the columns shown) for a terminal `width` cells wide; None
+    (a pipe): every column, every cell whole. Never cut: the id (what the other commands take)
+    and the codes. What gives way, in turn: the GPU cells get shorter, the title is cut, the
+    area goes (the list is sorted by it), the GPU columns go, the title goes."""
+    from kb.render.table import overhead
+
+    gpus = [f"gpu{i}" for i in range(len(heads))]
+    every = ["id", "area", "codes", *gpus, "title"]
+    if width is None:
+        return 0, every
+
+    def natural(key: str, level: int) -> int:
+        if key == "id":
+            return max([2] + [len(r["id"]) + (8 if r["local"] else 0) for r in rows])
+        if key == "area":
+            return max([4] + [len(r["area"]) for r in rows])
+        if key == "codes":
+            return max([5] + [len(ln) for c in codes for ln in c.split("\n")])
+        i = int(key[3:])
+        return max([len(heads[i])] + [len(row[i].cell(level)) for row in cells])
+
+    kw = {"box": None, "pad_edge": False}
+    candidates = [
+        *((level, every, 30) for level in (0, 1, 2)),
+        (2, [k for k in every if k != "area"], 24),
+        (2, [k for k in every if k != "area"], 12),
+        (2, ["id", "codes", "title"], 16),
+        (2, ["id", "codes"], 0),
+    ]
+    for level, keys, title_min in candidates:
+        fixed = [natural(k, level) for k in keys if k != "title"]
+        if sum(fixed) + title_min + overhead(len(keys), kw) <= width:
+            return level, keys
+    return 2, ["id", "codes"]
 
 
 def _record_json(ev: Evidence) -> dict[str, Any]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .store import Result, Summary
+from kb.render.style import print_whole, terminal_width
+from kb.render.table import Col, fitted
 
-TITLE_WIDTH = 48
+from .store import Result, Summary
 
 
 def render(s: Summary, console: Console, out: str | None = None) -> None:
@@ -33,66 +34,76 @@ def render(s: Summary, console: Console, out: str | None = None) -> None:
     if not s.jobs:
         return
 
+    width = terminal_width(console)
     if s.classes:
-        t = _table("Failure classes" + (" by GPU hours lost" if has_hours else ""))
-        # Every column but the title keeps its width: on a narrow terminal the title gives way.
-        t.add_column("class", no_wrap=True)
-        t.add_column("jobs", justify="right", no_wrap=True)
-        t.add_column("share", justify="right", no_wrap=True)
+        # Never cut: the class and the numbers. The title is cut first, then it goes, then the
+        # action, then the domain.
+        cols = [Col("class"), Col("jobs", justify="right"), Col("share", justify="right")]
         if has_hours:
-            t.add_column("GPU h", justify="right", no_wrap=True)
-        t.add_column("domain", no_wrap=True)
-        t.add_column("action", no_wrap=True)
-        t.add_column("title", overflow="ellipsis", no_wrap=True, max_width=TITLE_WIDTH, min_width=8)
+            cols.append(Col("GPU h", justify="right"))
+        cols += [
+            Col("domain", drop=2),
+            Col("action", drop=3),
+            Col("title", give="cut", min_width=8, drop=4),
+        ]
+        rows = []
         for id_, title, domain, action, n, h in s.classes:
             cells = [id_, str(n), _pct(n, s.jobs)]
             if has_hours:
                 cells.append(_hours(h))
             cells += [domain or "unknown", action or "unknown", title or ""]
-            t.add_row(*cells)
+            rows.append(cells)
         more = s.answered - sum(c[4] for c in s.classes)
-        if more > 0:
-            t.caption = f"and {more} job(s) of other classes"
-        console.print(t)
+        caption = f"and {more} job(s) of other classes" if more > 0 else None
+        title = "Failure classes" + (" by GPU hours lost" if has_hours else "")
+        _print(console, title, cols, rows, width, caption=caption)
 
-    t = _table("Whose problem")
-    t.add_column("domain", no_wrap=True)
-    t.add_column("jobs", justify="right", no_wrap=True)
-    t.add_column("share", justify="right", no_wrap=True)
+    cols = [Col("domain"), Col("jobs", justify="right"), Col("share", justify="right")]
     if has_hours:
-        t.add_column("GPU h", justify="right", no_wrap=True)
+        cols.append(Col("GPU h", justify="right"))
+    rows = []
     for domain, n, h in s.domains:
         cells = [domain or "unknown", str(n), _pct(n, s.jobs)]
         if has_hours:
             cells.append(_hours(h))
-        t.add_row(*cells)
-    console.print(t)
+        rows.append(cells)
+    _print(console, "Whose problem", cols, rows, width)
 
     if s.faulty:
-        t = _table("Hosts and GPUs with repeated hardware-class failures (drain, check, reset)")
-        for name in ("level", "host", "gpu", "failures", "classes"):
-            t.add_column(name, justify="right" if name == "failures" else "left", no_wrap=True)
-        t.add_column("jobs", overflow="fold", min_width=12)
+        cols = [
+            Col(n, justify="right" if n == "failures" else "left")
+            for n in ("level", "host", "gpu", "failures")
+        ]
+        cols += [Col("classes", give="wrap", min_width=12), Col("jobs", give="wrap", min_width=12)]
+        rows = []
         for level, host, gpu, n, classes, jobs, *_ in s.faulty:
             shown = ", ".join(jobs[:3]) + (f" and {len(jobs) - 3} more" if len(jobs) > 3 else "")
-            t.add_row(level, host or "", gpu or "", str(n), ", ".join(classes), shown)
-        console.print(t)
+            rows.append([level, host or "", gpu or "", str(n), ", ".join(classes), shown])
+        _print(
+            console,
+            "Hosts and GPUs with repeated hardware-class failures (drain, check, reset)",
+            cols,
+            rows,
+            width,
+        )
     else:
         console.print("No host or GPU has two or more hardware-class failures.")
 
     if s.no_answer:
-        t = _table(f"Jobs without an answer ({s.unanswered})")
-        t.add_column("kind", no_wrap=True)
-        t.add_column("exception", overflow="fold")
-        t.add_column("jobs", justify="right", no_wrap=True)
+        cols = [
+            Col("kind"),
+            Col("exception", give="wrap", min_width=12),
+            Col("jobs", justify="right"),
+        ]
         if has_hours:
-            t.add_column("GPU h", justify="right", no_wrap=True)
+            cols.append(Col("GPU h", justify="right"))
+        rows = []
         for kind, exc, n, h in s.no_answer:
             cells = [kind or "", exc or "", str(n)]
             if has_hours:
                 cells.append(_hours(h))
-            t.add_row(*cells)
-        console.print(t)
+            rows.append(cells)
+        _print(console, f"Jobs without an answer ({s.unanswered})", cols, rows, width)
     if s.errors:
         console.print(f"Unreadable jobs ({s.unreadable}):")
         for error, n in s.errors:
@@ -138,8 +149,27 @@ def _cell(v: object) -> str:
     return str(v)
 
 
-def _table(title: str) -> Table:
-    return Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+def _print(
+    console: Console,
+    title: str,
+    cols: list[Col],
+    rows: list[list[str]],
+    width: int | None,
+    caption: str | None = None,
+) -> None:
+    """One summary table, fitted to the terminal's width (kb.render.table: numbers are never
+    cut, the least useful column goes first) or, in a pipe, whole."""
+    t, _, needed = fitted(
+        cols,
+        rows,
+        width,
+        title=title,
+        title_justify="left",
+        show_edge=False,
+        header_style="bold",
+        caption=caption,
+    )
+    print_whole(console, t, needed)
 
 
 def _pct(n: int, total: int) -> str:

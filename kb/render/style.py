@@ -256,6 +256,34 @@ def console(stream: TextIO | None = None):
     )
 
 
+def terminal_width(con) -> int | None:
+    """The width tables fit into: the terminal's, when the console writes to one; None for a
+    pipe or a file, where a table is never cut (`kb list | grep` sees every title whole)."""
+    isatty = getattr(con.file, "isatty", None)
+    try:
+        tty = bool(isatty and isatty())
+    except (OSError, ValueError):
+        tty = False
+    return con.width if tty else None
+
+
+def print_whole(con, renderable, needed: int) -> None:
+    """Print a table `needed` cells wide without rich cutting it to the console's width (80
+    when it cannot tell): wider than the terminal, its lines wrap there rather than lose cells;
+    in a pipe, lines end where their text does."""
+    if terminal_width(con) is not None and needed <= con.width:
+        con.print(renderable)
+        return
+    old = con.width
+    con.width = max(needed, 1)
+    try:
+        with con.capture() as cap:
+            con.print(renderable)
+    finally:
+        con.width = old
+    con.file.write("".join(ln.rstrip(" ") + "\n" for ln in cap.get().splitlines()))
+
+
 def print_entry(
     entry: Entry, evs: list[Evidence], stream: TextIO | None = None, kinds: Iterable[str] = ()
 ) -> None:
