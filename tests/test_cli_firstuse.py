@@ -143,3 +143,34 @@ def test_triage_summary_on_a_narrow_terminal_keeps_the_numbers(columns, tmp_path
     }
     j = lines.index("Whose problem")
     assert [c.strip() for c in lines[j + 1].split("┃")] == ["domain", "jobs", "share"]
+
+
+# ---------------------------------------------------------------- OOM advice
+OOM_CUT = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.10 GiB of which 1.02 GiB is free."
+)
+
+
+def test_oom_advice_claims_nothing_the_message_does_not_say():
+    """No allocated or per-process figure in the message: no "the live tensors fill it", and
+    the commands that show the missing figures."""
+    rc, out, _ = run("lookup", OOM_CUT)
+    assert rc == 0 and out.startswith("cuda-oom")
+    diagnosis = out.split("Diagnosis", 1)[1].split("Likely causes", 1)[0]
+    assert "live tensors fill it" not in diagnosis
+    assert "does not say what holds" in diagnosis
+    assert "78.08 GiB" in diagnosis  # 79.10 - 1.02: what the figures it has do show
+    flat = " ".join(diagnosis.split())
+    assert "torch.cuda.memory_summary()" in flat
+    assert "nvidia-smi --query-compute-apps=pid,used_memory --format=csv" in flat
+    rc, out, _ = run("lookup", "--json", OOM_CUT)
+    oom = next(f for f in json.loads(out)["diagnosis"] if f["topic"] == "oom")
+    assert "fill it" not in oom["verdict"]
+    assert any("memory_summary" in a for a in oom["advice"])
+
+
+def test_oom_advice_from_a_whole_message_still_reads_its_figures():
+    rc, out, _ = run("lookup", "--stdin", stdin=(REPO / "docs/examples/oom.log").read_bytes())
+    assert rc == 0
+    assert "the live tensors fill it" in out and "memory_summary" not in out

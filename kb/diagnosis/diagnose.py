@@ -187,10 +187,15 @@ def diagnose_oom(o: OomFigures, entry: str = "") -> Finding:
     # process has..."), and only then are the listed processes others for certain.
     others = sum(p["bytes"] for p in o.other_processes) if o.process_in_use is not None else 0
     elsewhere = None
+    used = None  # on the whole GPU, by every process: what the message's total and free say
     if o.total is not None and o.free is not None:
-        in_use = o.total - o.free
+        in_use = used = o.total - o.free
         mine = o.process_in_use if o.process_in_use is not None else o.reserved
-        if mine is not None:
+        if mine is None:
+            lines.append(
+                _row("in use", f"{human(o.total)} - {human(o.free)} free = {human(in_use)}")
+            )
+        else:
             elsewhere = max(in_use - mine, 0)
             lines.append(
                 _row(
@@ -250,14 +255,40 @@ def diagnose_oom(o: OomFigures, entry: str = "") -> Finding:
             "XLA_PYTHON_CLIENT_PREALLOCATE=false, TensorFlow, NCCL buffers).",
             "torch.cuda.memory_summary() shows PyTorch's share; nvidia-smi shows the process total.",
         ]
-    else:
+    elif o.allocated is not None and (used is None or o.allocated >= used / 2):
         verdict = "The work simply needs more memory than the GPU has: the live tensors fill it."
+        advice = list(_SMALLER_STEP)
+    else:
+        # The message leaves out what holds the memory (a cut message, a wrapper's summary):
+        # say what it does show, and what to run to see the rest, never a guess.
+        if o.allocated is None:
+            verdict = (
+                "The message does not say what holds the GPU's memory (this process's tensors, "
+                "PyTorch's cache, or other processes)"
+                + (f": {human(used)} is in use, {human(o.free)} free." if used else ".")
+            )
+        else:
+            verdict = (
+                f"Live tensors hold {human(o.allocated)} of the {human(used)} in use; the "
+                "message does not say what holds the rest."
+            )
         advice = [
-            "Reduce the batch size (keep the effective batch with gradient accumulation).",
-            "Use bf16/fp16 autocast, activation checkpointing, or a memory-efficient optimizer.",
-            "Free references you keep across steps (e.g. accumulate loss.item(), not loss).",
+            "In the failing process, print(torch.cuda.memory_summary()) where it fails: memory "
+            "in live tensors (allocated) against PyTorch's cache (reserved).",
+            "nvidia-smi --query-compute-apps=pid,used_memory --format=csv: how much each "
+            "process holds on the GPU.",
+            "If this process's own tensors fill it: a smaller batch (with gradient "
+            "accumulation), bf16/fp16 autocast or activation checkpointing.",
         ]
     return Finding("oom", verdict, lines, advice, entries, o.source)
+
+
+# What makes a step fit when its own tensors fill the GPU.
+_SMALLER_STEP = (
+    "Reduce the batch size (keep the effective batch with gradient accumulation).",
+    "Use bf16/fp16 autocast, activation checkpointing, or a memory-efficient optimizer.",
+    "Free references you keep across steps (e.g. accumulate loss.item(), not loss).",
+)
 
 
 def _diagnose_code(code, facts: Facts, owners) -> Finding | None:
