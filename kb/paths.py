@@ -67,7 +67,8 @@ def user_entry_dirs(extra: list[str] | None = None) -> list[Path]:
     return [_path(p) for p in user_entry_folders(extra)]
 
 
-def state_folder() -> str:
+def configured_state_folder() -> str:
+    """The state folder as configured (KB_HOME, else the user's cache folder), checked or not."""
     home = os.environ.get("KB_HOME")
     if home:
         return home
@@ -79,6 +80,93 @@ def state_folder() -> str:
     import platformdirs
 
     return platformdirs.user_cache_dir("kb", appauthor=False)
+
+
+# kb's state holds pickles, which run code when read: only a folder of the user's own that
+# nobody else can write may hold them. A folder owned by another user, or writable by group or
+# others, is refused (said once, in state_warnings()) and the caches go to a private folder of
+# this user's in the temporary folder instead. Tests replace _euid to stand for another user.
+_euid = getattr(os, "geteuid", lambda: -1)
+_CHECKED: dict[str, tuple[str, str]] = {}  # configured folder -> (folder used, warning)
+
+
+def unsafe_reason(path: str) -> str:
+    """Why kb must not keep (or read) its caches at path, or '' when it may: a folder or file
+    owned by another user, or writable by group or others. A missing path is ''."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    uid = _euid()
+    if uid >= 0 and st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not by this user (uid {uid})"
+    writable = st.st_mode & 0o022
+    if writable:
+        who = {0o022: "group and others", 0o020: "group", 0o002: "others"}[writable]
+        return f"writable by {who} (mode {st.st_mode & 0o7777:04o})"
+    return ""
+
+
+def _private_fallback(refused: str, why: str) -> tuple[str, str]:
+    import tempfile
+
+    uid = _euid()
+    folder = os.path.join(tempfile.gettempdir(), f"kb-cache-{uid if uid >= 0 else 'user'}")
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        folder = ""
+    if not folder or os.path.islink(folder) or not os.path.isdir(folder) or unsafe_reason(folder):
+        # Taken by someone else (or a link): a fresh folder for this process alone.
+        import atexit
+        import shutil
+
+        folder = tempfile.mkdtemp(prefix="kb-cache-")
+        atexit.register(shutil.rmtree, folder, True)
+    return folder, (
+        f"kb's cache folder {refused} is {why}: not used (a stranger could plant code in it); "
+        f"caches go to {folder} instead (make it yours and private: chmod 700, or set KB_HOME)"
+    )
+
+
+def state_folder() -> str:
+    """Where kb keeps its caches: the configured folder when it is missing (made private when
+    first written) or is this user's and private, else a private folder of the user's in the
+    temporary folder (state_warnings() says why)."""
+    want = configured_state_folder()
+    got = _CHECKED.get(want)
+    if got is not None:
+        return got[0]
+    why = unsafe_reason(want)
+    if not why:
+        if os.path.isdir(want):
+            _CHECKED[want] = (want, "")
+        return want
+    _CHECKED[want] = _private_fallback(want, why)
+    return _CHECKED[want][0]
+
+
+def state_warnings() -> list[str]:
+    """What state_folder() refused and why (empty when the configured folder is used)."""
+    got = _CHECKED.get(configured_state_folder())
+    return [got[1]] if got and got[1] else []
+
+
+def make_private_folder(folder: str) -> None:
+    """Make folder and any missing parents with mode 0700 whatever the umask (raises OSError)."""
+    folder = os.path.abspath(folder)
+    if os.path.isdir(folder):
+        return
+    parent = os.path.dirname(folder)
+    if parent != folder:
+        make_private_folder(parent)
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        if not os.path.isdir(folder):
+            raise
 
 
 def state_dir() -> Path:

@@ -215,9 +215,14 @@ def _read_pointer(path: str, described: str) -> str:
 def _unpickle(cache: str | Path, digest: str) -> KnowledgeBase | None:
     kb = pickle_file.read(cache, mark_used=True)
     if isinstance(kb, KnowledgeBase) and kb.content_hash == digest:
-        kb.warnings = []
+        kb.warnings = _state_warnings()
         return kb
     return None
+
+
+def _state_warnings() -> list[str]:
+    """What the state folder's checks refused (another user's folder or file), said once."""
+    return [*paths.state_warnings(), *pickle_file.REFUSED]
 
 
 def load(
@@ -318,11 +323,12 @@ def load(
                 if stat_key:
                     _write_pointer(cache.with_name(stat_key[0]), f"{digest}\n{stat_key[1]}")
                 _note_last(cache, _key_name(names)[:-4] + ".last", settled=bool(stat_key))
+            kb.warnings = _state_warnings()
             if problem:
-                kb.warnings = [
+                kb.warnings.append(
                     f"cannot write kb's cache in {cache.parent} ({problem}); lookups still "
                     f"work, only slower (set KB_HOME to a writable folder)"
-                ]
+                )
         return kb
     finally:
         if lock is not None:
@@ -458,8 +464,8 @@ class _BuildLock:
         try:
             import fcntl
 
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            paths.make_private_folder(os.path.dirname(path))
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except (OSError, ImportError):
             return
         deadline = time.monotonic() + BUILD_WAIT_S
@@ -494,7 +500,10 @@ def _write_pointer(path: Path, text: str) -> None:
     """Best effort: without it the next lookup only reads and hashes the files again."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(tmp, flags, 0o600)
+        with open(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            fh.write(text)
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)

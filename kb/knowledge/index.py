@@ -129,7 +129,7 @@ def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
     if live is not None and not force:
         return live, False
     root = paths.state_dir()
-    root.mkdir(parents=True, exist_ok=True)
+    paths.make_private_folder(str(root))
     with _BuildLock(root / f".index-{key}.lock") as waited:
         if waited and not force:
             live = index_dir(kb, key)  # built by the process we waited for
@@ -138,6 +138,8 @@ def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
         new = Path(tempfile.mkdtemp(dir=root, prefix=f"index-{key}-"))
         try:
             build(kb, new)
+            for f in new.iterdir():  # Whoosh makes its files as the umask says: kb's are private
+                f.chmod(0o600)
             fd, tmp = tempfile.mkstemp(dir=root, prefix=".pointer-")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(new.name)
@@ -166,7 +168,7 @@ class _BuildLock:
         try:
             import fcntl
 
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except (OSError, ImportError):
             return False
         waited = False

@@ -5,6 +5,13 @@ to a temporary file in the same folder, then renamed over the old one, so a read
 beside a writer sees the old file or the new one, never half of either. A file that cannot be
 read back (cut short, written by another Python, an older kb's classes) is a miss, never an
 error: the caller builds it again.
+
+A pickle runs code when read, so a cache is only read when this user wrote it: each file ends in
+a MAC of its bytes (HMAC-SHA256) under a key of the user's own, kept in a 0600 file in the
+cache folder (KEY_NAME) and made with the first cache. A file whose MAC does not check (planted,
+written by an older kb, or under another key), one owned by another user or writable by group or
+others, is never unpickled: it is a miss, and the cache is built again over it. The folder
+itself is checked by kb.paths.state_folder (a folder others can write is not used).
 """
 
 from __future__ import annotations
@@ -44,30 +51,161 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read(path: str | os.PathLike[str], mark_used: bool = False) -> object | None:
-    """The object pickled at path, or None when there is none or it cannot be read back.
-    mark_used: touch it (at most once a day) so a clean-up by age keeps a cache still read."""
+KEY_NAME = ".kb-cache-key"
+_MAGIC = b"\nkb-mac1"  # the trailer's last bytes: the MAC (32 bytes) then this
+_TAG = 32
+_KEYS: dict[str, bytes] = {}  # folder -> this user's key, once read
+# Files refused for their owner or mode (said by the knowledge base's warnings).
+REFUSED: list[str] = []
+
+
+def _mac(data: object, key: bytes, name: str) -> bytes:
+    """HMAC-SHA256 of the file's name and bytes (OpenSSL's, which lookups load anyway: twice
+    as fast as BLAKE2b here on a 13 MB catalog index)."""
+    import hmac
+
+    h = hmac.new(key, name.encode("utf-8", "surrogateescape") + b"\0", "sha256")
+    h.update(data)
+    return h.digest()
+
+
+def _read_key(folder: str) -> bytes | None:
+    """This user's key in folder: a regular file of 32 bytes that is the user's and no one
+    else's (mode 0600 or stricter), else None."""
+    import stat
+
+    from kb.paths import _euid
+
+    path = os.path.join(folder, KEY_NAME)
     try:
-        with open(path, "rb") as fh, gc_paused():
-            value = pickle.load(fh)
-            if mark_used:
-                _mark_used(fh.fileno())
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        uid = _euid()
+        if not stat.S_ISREG(st.st_mode) or (uid >= 0 and st.st_uid != uid) or st.st_mode & 0o077:
+            return None
+        key = os.read(fd, _TAG + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return key if len(key) == _TAG else None
+
+
+def _key(folder: str, create: bool) -> bytes | None:
+    """The key in folder (remembered for reads; read again for each write, so a folder
+    emptied and keyed anew by another process is written under its new key)."""
+    folder = os.path.abspath(folder)
+    key = None if create else _KEYS.get(folder)
+    if key is None:
+        key = _read_key(folder)
+        if key is None and create:
+            key = _make_key(folder)
+        if key is not None:
+            _KEYS[folder] = key
+    return key
+
+
+def _make_key(folder: str) -> bytes | None:
+    """A new random key, linked into place whole (two writers: the first one's stands)."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".kb-cache-key.")  # 0600 whatever the umask
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(os.urandom(_TAG))
+        try:
+            os.link(tmp, os.path.join(folder, KEY_NAME))
+        except FileExistsError:
+            pass
+    finally:
+        os.unlink(tmp)
+    return _read_key(folder)
+
+
+def _check_file(path: str, st: os.stat_result) -> bool:
+    """Whether a cache file may be read: a regular file of this user's nobody else can write."""
+    import stat
+
+    from kb.paths import _euid
+
+    uid = _euid()
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    if (uid >= 0 and st.st_uid != uid) or st.st_mode & 0o022:
+        note = (
+            f"refused the cache file {path}: owned by uid {st.st_uid}, mode "
+            f"{st.st_mode & 0o7777:04o} (not this user's alone); it is built again"
+        )
+        if note not in REFUSED:
+            REFUSED.append(note)
+        return False
+    return True
+
+
+def read(path: str | os.PathLike[str], mark_used: bool = False) -> object | None:
+    """The object pickled at path, or None when there is none or it cannot be read back: not
+    this user's, its MAC does not check, or damaged. mark_used: touch it (at most once a day)
+    so a clean-up by age keeps a cache still read."""
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        if not _check_file(path, os.fstat(fd)):
+            return None
+        key = _key(os.path.dirname(path) or ".", create=False)
+        if key is None:
+            return None
+        with open(fd, "rb", closefd=False) as fh:
+            data = fh.read()
+        end = len(data) - len(_MAGIC) - _TAG
+        if end < 0 or not data.endswith(_MAGIC):
+            return None
+        body = memoryview(data)[:end]
+        if not _same(_mac(body, key, os.path.basename(path)), data[end : -len(_MAGIC)]):
+            return None
+        with gc_paused():
+            value = pickle.loads(body)
+        if mark_used:
+            _mark_used(fd)
     except UNREADABLE:
         return None
+    finally:
+        os.close(fd)
     return value
 
 
+def _same(a: bytes, b: bytes) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a, b)
+
+
 def write(path: str | os.PathLike[str], value: object) -> str | None:
-    """Pickle value to path atomically; None when written, else why not (the OS's words)."""
+    """Pickle value to path atomically, private (0600 in a 0700 folder, whatever the umask) and
+    with its MAC; None when written, else why not (the OS's words)."""
     import tempfile  # only when (re)writing a cache: it drags shutil in
 
-    folder = os.path.dirname(os.fspath(path)) or "."
+    from kb.paths import make_private_folder
+
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
     tmp = None
     try:
-        os.makedirs(folder, exist_ok=True)
+        make_private_folder(folder)
+        key = _key(folder, create=True)
+        if key is None:
+            return f"its key file {os.path.join(folder, KEY_NAME)} is not this user's alone"
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.write(data)
+            fh.write(_mac(data, key, os.path.basename(path)))
+            fh.write(_MAGIC)
         os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new one
     except (OSError, pickle.PicklingError, RecursionError) as e:
         if tmp:
