@@ -174,3 +174,28 @@ def test_oom_advice_from_a_whole_message_still_reads_its_figures():
     rc, out, _ = run("lookup", "--stdin", stdin=(REPO / "docs/examples/oom.log").read_bytes())
     assert rc == 0
     assert "the live tensors fill it" in out and "memory_summary" not in out
+
+
+# ---------------------------------------------------------------- CUDA codes
+def test_code_says_different_only_when_the_readings_differ():
+    rc, out, _ = run("code", "700")
+    assert rc == 0 and "means different things" not in out
+    assert out.splitlines()[0] == (
+        "700 means the same in every API and CUDA version that has it: "
+        "an illegal memory access was encountered"
+    )
+    assert "cudaErrorIllegalAddress" in out and "CUDA_ERROR_ILLEGAL_ADDRESS" in out
+    rc, out, _ = run("code", "719")
+    assert rc == 0 and "means different things" not in out
+    rc, out, _ = run("code", "4")  # driver shutting down today, a launch failure before 10.1
+    assert rc == 0 and out.startswith("4 means different things")
+    rc, out, _ = run("code", "cudaErrorAssert")  # 710 today, 59 before CUDA 10.1
+    assert rc == 0 and "has a different number" in out.splitlines()[0]
+
+
+def test_lookup_of_a_bare_code_with_one_meaning_is_not_ambiguous():
+    rc, out, _ = run("lookup", "CUDA error 719")
+    assert rc == 0 and "ambiguous" not in out
+    assert '719 is "unspecified launch failure" in every API' in " ".join(out.split())
+    rc, out, _ = run("lookup", "CUDA error 4")
+    assert "ambiguous" in out

@@ -19,6 +19,20 @@ ERA = {
 }
 
 
+def _headline(raw: str, rows: list[dict[str, Any]]) -> str:
+    """What the readings below have in common, or that they differ: only when they truly do
+    (700 is an illegal address in the runtime and the driver API alike; 4 is not)."""
+    texts = {r["text"].casefold() for r in rows}
+    values = {r["value"] for r in rows}
+    if len(texts) > 1:
+        return f"{raw} means different things depending on the API and CUDA version:"
+    if len(values) > 1:  # a name: its number changed with CUDA 10.1's renumbering
+        return f"{raw} ({rows[0]['text']}) has a different number depending on the CUDA version:"
+    if len(rows) > 1:
+        return f"{raw} means the same in every API and CUDA version that has it: {rows[0]['text']}"
+    return f"{raw}: {rows[0]['text']}"
+
+
 def run_code(args) -> int:
     raw = args.code.strip()
     if raw.lstrip("-").isdigit():
@@ -42,8 +56,7 @@ def run_code(args) -> int:
     elif not rows:
         print(f"kb: {raw} is not a CUDA runtime or driver error code", file=sys.stderr)
     else:
-        if len({(r["name"]) for r in rows}) > 1:
-            print(f"{raw} means different things depending on the API and CUDA version:")
+        print(_headline(raw, rows))
         for r in rows:
             print(f"  {r['api']:15} {r['value']:<6} {r['name']:36} {r['text']}")
             print(

@@ -313,6 +313,17 @@ def _diagnose_code(code, facts: Facts, owners) -> Finding | None:
                 entries=[owner] if owner else [],
             )
         return None
+    if len({i["text"].casefold() for i in interp}) == 1:
+        # Every era and API that numbers it so reads it alike (700 is an illegal address in
+        # the runtime and the driver API): one meaning, whatever the numbering.
+        names = list(dict.fromkeys(i["name"] for i in interp))
+        owner = next((o for i in interp if (o := owners.get((i["api"], i["value"])))), None)
+        return Finding(
+            "cuda-code",
+            f'CUDA error {code.value} is "{interp[0]["text"]}" in every API and CUDA version '
+            f"that has it ({', '.join(names)}).",
+            entries=[owner] if owner else [],
+        )
     legacy_first = bool(facts.legacy_hints)
     ranked = sorted(
         interp,
