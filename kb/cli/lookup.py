@@ -54,6 +54,11 @@ def _read(args, engine) -> tuple[list[tuple[str | None, JobLookup]], str | None]
     top = args.top
     try:
         if paths is not None:
+            if not args.batch and len(paths) == 1 and os.path.isdir(paths[0]):
+                jobs = _jobs_in(paths[0])
+                if len(jobs) > 1:
+                    args.batch = True  # a folder of several jobs: one result each
+                    paths = jobs
             if args.batch:
                 return [(p, lookup_paths(engine, [p], top=top)) for p in paths], None
             return [(None, lookup_paths(engine, paths, top=top))], None
@@ -69,6 +74,22 @@ def _read(args, engine) -> tuple[list[tuple[str | None, JobLookup]], str | None]
     return [
         (None, lookup_text(engine, args.inputs[0].encode("utf-8", "surrogateescape"), top=top))
     ], None
+
+
+def _jobs_in(folder: str) -> list[str]:
+    """The jobs a folder holds, as `kb triage` finds them (kb.fleet.discover): one (the folder)
+    for a job's folder; several for a folder of jobs, or of unrelated logs, which is said."""
+    from kb.fleet.discover import discover
+
+    jobs = [j.path for j in discover([folder])]
+    if len(jobs) > 1:
+        print(
+            f"kb: {folder} holds {len(jobs)} jobs, read as `kb triage` reads it (logs with no "
+            "rank of their own, or job folders side by side, are jobs of their own): one result "
+            "each",
+            file=sys.stderr,
+        )
+    return jobs
 
 
 def run_lookup(args) -> int:

@@ -11,7 +11,10 @@ What counts as one job:
       3. a folder that holds log files, TorchElastic error files or Flight Recorder dumps
          directly, or whose sub-folders are torchrun's layout (<run_id>/attempt_<n>/...) or are
          named by rank (0/ 1/ ..., rank0/, rank_1/, worker-2/, node3/), is one job, read whole as
-         `kb lookup FOLDER` reads it;
+         `kb lookup FOLDER` reads it; except that logs in it with no rank of their own are never
+         merged into another's (kb.job.inputs.split_logs, the rules `kb lookup` reads a folder
+         by): a folder of unrelated logs (job-001.log ... job-010.log) is a job per log, and a
+         log with no rank of its own beside a job's per-rank logs is a job of its own;
       4. any other folder is a folder of jobs.
     In a folder of jobs each sub-folder is looked at by the same rules (down to MAX_DEPTH levels),
     and each log file or tarball directly in it is a job of its own.
@@ -96,7 +99,18 @@ def _jobs(path: Path, depth: int) -> Iterator[Job]:
         return
     files, dirs = _children(path)
     if _is_one_job(files, dirs):
-        yield Job(str(path), "folder")
+        split = _unrelated_logs(files, dirs)
+        if split is None:
+            yield Job(str(path), "folder")
+            return
+        job, alone = split
+        if job:
+            yield Job(str(path), "folder")
+        for f in alone:
+            yield job_of(f)
+        if not job and depth < MAX_DEPTH:
+            for d in dirs:
+                yield from _jobs(d, depth + 1)
         return
     for f in files:
         if is_tarball(f.name) or _is_log(f.name):
@@ -178,6 +192,29 @@ def _is_one_job(files: list[Path], dirs: list[Path]) -> bool:
     return any(_ATTEMPT.match(d.name) for d in dirs) or any(
         _ATTEMPT.match(g) for d in dirs for g in _names(d)
     )
+
+
+def _unrelated_logs(files: list[Path], dirs: list[Path]) -> tuple[list[Path], list[Path]] | None:
+    """None when a folder that is one job by rule 3 is one job; else (its logs that make one
+    job, the logs that are jobs of their own), by the rules `kb lookup` reads a folder by. Only
+    logs directly in a folder with no other mark of a job (no kb run record, error file, dump,
+    tarball, torchrun layout or rank folders) are looked at."""
+    names = [f.name for f in files]
+    if (
+        "kb-run.json" in names
+        or any(n.endswith(".json") or _DUMP.search(n) or is_tarball(n) for n in names)
+        or _rank_dirs(dirs)
+        or any(_ATTEMPT.match(d.name) for d in dirs)
+        or any(_ATTEMPT.match(g) for d in dirs for g in _names(d))
+    ):
+        return None
+    logs = [f for f in files if _is_log(f.name)]
+    if len(logs) < 2:
+        return None
+    from kb.job.inputs import named_rank, split_logs
+
+    job, alone, how, _ = split_logs(logs, {p: named_rank(p) for p in logs})
+    return (job, alone) if how and alone else None
 
 
 def _names(d: Path) -> list[str]:

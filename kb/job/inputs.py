@@ -12,6 +12,16 @@ Layouts recognised:
     TORCH_FR_DUMP_TEMP_FILE prefix of one's own, job_dump_3.json, rank3/trace), and tarballs
   error files: error.json, or any JSON file in TorchElastic's error-file shape
 
+A folder is one job or many, by what it holds (split_logs; kb triage's discovery reads folders by
+the same rules). It is one job when it holds a job's own files: torchrun's layout, Flight
+Recorder dumps, error files, a `kb run` record, or logs that each name a rank of their own and no
+two the same one: by their names (rank3.log, worker-3.log; a family of Slurm %t names counting
+from 0: train-0.log train-1.log, slurm-123_0.out) or by their lines (every line of the file
+carries one rank's prefix, [rank3]: or [default3]:). A log with no rank of its own is never
+merged into another's: beside a job's per-rank files it is left out of that job (a job of its
+own, said with why), and a folder of such logs (job-001.log ... job-010.log, or ten combined
+logs of ten jobs) is as many jobs as it holds logs.
+
 A folder is read whole, up to MAX_FILES files: what is left out is said, with why (over the
 limit, deeper than MAX_DEPTH folders, not a log by its name, a link to a folder already read),
 and a folder or file that cannot be read is reported, never fatal to the rest. Links to files and
@@ -51,6 +61,8 @@ class JobInputs:
     folders: int = 0  # folder arguments (a folder is one job)
     problems: list[str] = field(default_factory=list)  # what could not be read, and why
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (path, why) not read on purpose
+    # how each folder argument was read (split_logs), in words
+    reading: list[str] = field(default_factory=list)
 
     @property
     def several(self) -> bool:
@@ -80,8 +92,17 @@ def collect(paths: list[str]) -> JobInputs:
         path = Path(p)
         if path.is_dir():
             out.folders += 1
-            for f in _walk(path, out):
-                _add(out, f, from_folder=True)
+            part = JobInputs()
+            for f in _walk(path, part):
+                _add(part, f, from_folder=True)
+            _read_folder(path, part)
+            out.logs += part.logs
+            out.error_files += part.error_files
+            out.dumps += part.dumps
+            out.tarballs += part.tarballs
+            out.problems += part.problems
+            out.left_out += part.left_out
+            out.reading += part.reading
         elif path.exists() or path.is_symlink():
             if not path.exists():
                 out.problems.append(f"{p}: a broken link (to {os.readlink(p)})")
@@ -253,3 +274,226 @@ def rank_of_path(f: Path) -> tuple[int | None, bool]:
     if m:
         return int(m.group(1)), False
     return None, False
+
+
+# ---------------------------------------------------------------- one job or many
+# Slurm's %t (and %j_%t) in an --output name, or any "<stem>-<n>.log" family: read as ranks only
+# when the numbers of one stem count from 0 (task ids do; a sequence job-001.log ... does not).
+_FAMILY = re.compile(r"^(?P<stem>.*?)[_.-](?P<n>0|[1-9]\d{0,4})\.(?:out|err|log|txt)(?:\.gz)?$")
+_SLURM_JOB = re.compile(r"^slurm-\d+$")
+_RANK_DIR = re.compile(r"^(?:rank|local_rank|worker|task|proc|r)[_-]?(\d{1,5})$", re.I)
+_STREAM = re.compile(r"[_.-]?(?:stdout|stderr|out|err)$")
+_LAUNCHER_WORDS = (b"ChildFailedError", b"local_rank", b"terminated with the following error")
+SNIFF_LINES = 64 << 10  # bytes of a log's head (and tail) read for the ranks its lines carry
+
+
+@record(frozen=True)
+class Claim:
+    """What one log says of whose it is."""
+
+    path: Path
+    rank: int | None  # the rank its name or its lines give it
+    by: str  # name | family | lines | several (a combined log of several ranks) | launcher | none
+
+
+def split_logs(
+    logs: list[Path], named: dict[Path, int | None]
+) -> tuple[list[Path], list[Path], str, dict[Path, int | None]]:
+    """The logs of one folder that hold no other mark of a job (no torchrun layout, dump, error
+    file or `kb run` record): (the logs that are one job, the logs that are jobs of their own,
+    how it was read, the rank of each log of the job). `named`: the rank each log's own name
+    (or its folder's) gives it (rank3.log, rank3/stdout.log), else None.
+
+    One job: logs that each name one rank of their own, by name, by a family of task-numbered
+    names counting from 0, or by the prefix all their lines carry, no two the same rank but for
+    the stdout/stderr pair of one name; a launcher's log (torchrun's summary, mp.spawn's report)
+    and one combined log of several ranks (its stdout and stderr) go with them. Every other log
+    is a job of its own: a log with no rank of its own is never merged into another's."""
+    if len(logs) < 2:
+        return list(logs), [], "", {p: named.get(p) for p in logs}
+    claims = _claims(logs, named)
+    rank = {c.path: c.rank for c in claims}
+    per_rank: dict[int, list[Claim]] = {}
+    combined: dict[str, list[Claim]] = {}
+    launchers: list[Claim] = []
+    plain: list[Claim] = []
+    for c in claims:
+        if c.rank is not None:
+            per_rank.setdefault(c.rank, []).append(c)
+        elif c.by == "several":
+            combined.setdefault(_stream_stem(c.path), []).append(c)
+        elif c.by == "launcher":
+            launchers.append(c)
+        else:
+            plain.append(c)
+    clash = [r for r, cs in per_rank.items() if len({_stream_stem(c.path) for c in cs}) > 1]
+    job: list[Path] = []
+    if per_rank and not clash:
+        job = [c.path for cs in per_rank.values() for c in cs]
+        if len(combined) == 1:
+            job += [c.path for c in next(iter(combined.values()))]
+            combined = {}
+        job += [c.path for c in launchers]
+        launchers = []
+    elif not per_rank and len(combined) == 1 and not plain:
+        job = [c.path for c in next(iter(combined.values()))] + [c.path for c in launchers]
+        combined, launchers = {}, []
+    elif not per_rank and not combined and not plain and launchers:
+        job, launchers = [c.path for c in launchers], []
+    alone = [c.path for cs in combined.values() for c in cs] + [c.path for c in launchers]
+    alone += [c.path for c in plain]
+    if clash:
+        alone += [c.path for cs in per_rank.values() for c in cs]
+    keep = set(job)
+    job = [p for p in logs if p in keep]
+    alone = [p for p in logs if p in set(alone)]
+    if len(job) < 2 and not alone:
+        return job, [], "", rank
+    if len(job) == 1:  # one log is not a job of several files: it is a job of its own as well
+        alone, job = sorted([*alone, *job]), []
+    return job, alone, _say(claims, job, alone, clash), rank
+
+
+def _claims(logs: list[Path], named: dict[Path, int | None]) -> list[Claim]:
+    family = _family_ranks(logs)
+    out = []
+    for p in logs:
+        r = named.get(p)
+        if r is not None:
+            out.append(Claim(p, r, "name"))
+            continue
+        if p in family:
+            out.append(Claim(p, family[p], "family"))
+            continue
+        ranks, launcher = _ranks_in_lines(p)
+        if len(ranks) == 1:
+            out.append(Claim(p, next(iter(ranks)), "lines"))
+        elif ranks:
+            out.append(Claim(p, None, "several"))
+        else:
+            out.append(Claim(p, None, "launcher" if launcher else "none"))
+    return out
+
+
+def _family_ranks(logs: list[Path]) -> dict[Path, int]:
+    """Logs whose names differ only by a task number, counting from 0 in one folder:
+    train-0.log train-1.log, slurm-123_0.out slurm-123_1.out -> their numbers."""
+    groups: dict[tuple[Path, str], dict[Path, int]] = {}
+    for p in logs:
+        m = _FAMILY.match(p.name)
+        if m:
+            groups.setdefault((p.parent, m.group("stem")), {})[p] = int(m.group("n"))
+    out: dict[Path, int] = {}
+    for (_, stem), members in groups.items():
+        # Slurm's %j_%t names carry the job id: its tasks even when task 0's file is not there
+        if len(members) >= 2 and (0 in members.values() or _SLURM_JOB.match(stem)):
+            out.update(members)
+    return out
+
+
+def _stream_stem(p: Path) -> str:
+    """A log's name without its stream and suffix: train.out and train.err, rank3.stdout and
+    rank3.stderr are one process's two streams."""
+    name = p.name[:-3] if p.name.endswith(".gz") else p.name
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    return str(p.parent / _STREAM.sub("", stem))
+
+
+def _ranks_in_lines(p: Path) -> tuple[set[int], bool]:
+    """(the ranks the prefixes of a log's lines name, whether a launcher wrote in it), read from
+    its head and tail."""
+    from kb.scan.extract import peel
+    from kb.scan.prefixes import rank_of
+
+    raw = _sample(p)
+    ranks: set[int] = set()
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if not line or line[0] not in "[0123456789r":
+            continue
+        prefix, _ = peel(line)
+        r = rank_of(prefix) if prefix else None
+        if r is not None:
+            ranks.add(r)
+            if len(ranks) > 1:
+                break
+    return ranks, any(w in raw for w in _LAUNCHER_WORDS)
+
+
+def _sample(p: Path) -> bytes:
+    try:
+        if p.name.endswith(".gz") or _head(p, 2) == b"\x1f\x8b":
+            import gzip
+
+            with gzip.open(p, "rb") as fh:
+                return fh.read(2 * SNIFF_LINES)
+        with open(p, "rb") as fh:
+            head = fh.read(SNIFF_LINES)
+            size = os.fstat(fh.fileno()).st_size
+            if size > 2 * SNIFF_LINES:
+                fh.seek(size - SNIFF_LINES)
+            return head + b"\n" + fh.read(SNIFF_LINES)
+    except (OSError, EOFError, ValueError):
+        return b""
+
+
+def _say(claims: list[Claim], job: list[Path], alone: list[Path], clash: list[int]) -> str:
+    by = {c.path: c for c in claims}
+    if job:
+        kinds = sorted({by[p].by for p in job})
+        words = {
+            "name": "named by rank",
+            "family": "task-numbered names counting from 0",
+            "lines": "lines carrying one rank each",
+            "several": "a combined log of several ranks",
+            "launcher": "a launcher's log",
+        }
+        how = f"one job of {len(job)} logs ({', '.join(words[k] for k in kinds if k in words)})"
+        if alone:
+            how += f", and {len(alone)} log{'s' if len(alone) != 1 else ''} of no rank of its own"
+        return how
+    why = (
+        f"two or more logs say they are rank {clash[0]}"
+        if clash
+        else "none of them names a rank of its own"
+    )
+    return f"{len(alone)} unrelated logs ({why}): {len(alone)} jobs"
+
+
+def _read_folder(root: Path, part: JobInputs) -> None:
+    """One folder argument's files, read as one job or many (split_logs): the logs that are
+    jobs of their own are left out of this one, with why, and lose the rank their names seemed
+    to give them."""
+    marks = part.dumps or part.error_files or part.tarballs or any(s.local for s in part.logs)
+    if marks or len(part.logs) < 2 or (root / "kb-run.json").exists():
+        return
+    # the logs directly in it (a sub-folder's go with the folder's job, as kb triage reads it)
+    paths = [Path(s.path) for s in part.logs if Path(s.path).parent == root]
+    named = {p: named_rank(p) for p in paths}
+    job, _, how, rank = split_logs(paths, named)
+    if not how:
+        return
+    part.reading.append(f"{root}: {how}")
+    keep = set(job)
+    out: list[Source] = []
+    for s in part.logs:
+        p = Path(s.path)
+        if p in keep:
+            out.append(Source(s.path, rank.get(p), s.local))
+        elif p not in named:
+            out.append(s)
+        elif job:
+            why = "no rank of its own beside a job's per-rank logs: a job of its own"
+            part.left_out.append((s.path, why))
+        else:
+            out.append(Source(s.path, None, False))
+    part.logs = out
+
+
+def named_rank(f: Path) -> int | None:
+    """The rank a log's own name (or its folder's) gives it: rank3.log, worker-3.out, r3.txt,
+    rank3/stdout.log; never a number that may count anything else (job-001.log)."""
+    m = _RANK_NAME.search(f.stem if not f.name.endswith(".gz") else Path(f.stem).stem)
+    if m:
+        return int(m.group(1))
+    m = _RANK_DIR.match(f.parent.name)
+    return int(m.group(1)) if m else None
