@@ -79,7 +79,7 @@ def run_list(args: argparse.Namespace) -> int:
         cellmap: dict[str, str | Text] = {
             "id": Text(r["id"]) + (Text(" (local)", style="magenta") if r["local"] else Text()),
             "area": r["area"],
-            "codes": c,
+            "codes": Text(c),  # numbers; on a terminal, wrapped onto lines of CODES_WIDTH
             "title": r["title"],
         }
         for i, v in enumerate(row):
