@@ -10,6 +10,8 @@ from kb.scan.extract import has_trigger
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kb.scan.triggers import Triggers
 
 
@@ -124,7 +126,9 @@ def check_entry(entry: Entry, codes_known=None, triggers: Triggers | None = None
     return problems
 
 
-def lint(kb: KnowledgeBase) -> list[Problem]:
+def lint(kb: KnowledgeBase, progress: Callable[..., None] | None = None) -> list[Problem]:
+    """Every problem of the knowledge base's files. progress(done, total, what) is told of each
+    entry checked (the command line shows it on a terminal)."""
     try:
         import kb.knowledge.cuda_codes as cuda_codes
 
@@ -135,7 +139,10 @@ def lint(kb: KnowledgeBase) -> list[Problem]:
 
     triggers = kb.triggers if kb.triggers is not None else build(kb.entries)
     problems = list(kb.problems)
-    for e in kb.entries:
+    total = len(kb.entries)
+    for i, e in enumerate(kb.entries):
+        if progress is not None:
+            progress(i, total)
         problems.extend(check_entry(e, known, triggers))
         for near in e.examples_no_match:
             if near.belongs != "none" and kb.get(near.belongs) is None:
@@ -160,7 +167,7 @@ def lint(kb: KnowledgeBase) -> list[Problem]:
                             "name the ids of other entries",
                         )
                     )
-    problems += same_level_claims(kb)
+    problems += same_level_claims(kb, progress)
     problems += check_data()
     return sorted(problems, key=lambda p: (p.path, p.line, p.code))
 
@@ -255,7 +262,9 @@ def _check_collectives(rules) -> list[Problem]:
     return out
 
 
-def same_level_claims(kb: KnowledgeBase) -> list[Problem]:
+def same_level_claims(
+    kb: KnowledgeBase, progress: Callable[..., None] | None = None
+) -> list[Problem]:
     """KB020: an example another entry matches too, at the same level and on the same line, with
     nothing else between them (both specific or both generic, neither explained by the other
     nor a consequence): only the entries' order puts the right one first."""
@@ -263,7 +272,9 @@ def same_level_claims(kb: KnowledgeBase) -> list[Problem]:
 
     engine = Engine(knowledge=kb)
     out: list[Problem] = []
-    for e in kb.entries:
+    for i, e in enumerate(kb.entries):
+        if progress is not None:
+            progress(i, len(kb.entries), "checking that no two entries claim one example")
         seen: set[str] = set()
         for ex in e.examples_match:
             order = engine.ranked(ex)
@@ -283,7 +294,7 @@ def same_level_claims(kb: KnowledgeBase) -> list[Problem]:
                         f"example '{_short(ex)}' is matched by '{m.id}' too, at the same level "
                         f"({m.confidence}) on the same line: only the entries' order decides",
                         "lower the level of the wording the two share in one of them, or name "
-                        "the other in explained_by (docs/ordering.md)",
+                        "the other in explained_by",
                     )
                 )
     return out

@@ -135,7 +135,8 @@ def test_lookup_stdin_and_file(tmp_path):
 @pytest.mark.parametrize(
     "args,msg",
     [
-        (["lookup"], "give the error text"),
+        # `kb lookup` alone: a usage error on a terminal, standard input in a pipe
+        # (tests/test_cli_firstuse.py, with a real terminal).
         (["lookup", "--file", "/nonexistent/log"], "no such file"),
         (["lookup", "--file", "/"], "folder"),
         (["lookup", "--top", "0", "x"], "--top"),

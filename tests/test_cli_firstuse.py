@@ -199,3 +199,164 @@ def test_lookup_of_a_bare_code_with_one_meaning_is_not_ambiguous():
     assert '719 is "unspecified launch failure" in every API' in " ".join(out.split())
     rc, out, _ = run("lookup", "CUDA error 4")
     assert "ambiguous" in out
+
+
+# ---------------------------------------------------------------- the first minute
+def test_long_work_is_said_on_a_terminal(tmp_path):
+    """A first lookup (empty KB_HOME) and `kb lint` say what they are doing on a terminal's
+    stderr while they work, and erase it when done (KB_PROGRESS_DELAY=0: at once, for the
+    test; by default after half a second)."""
+    env = {"KB_HOME": str(tmp_path / "home"), "KB_PROGRESS_DELAY": "0"}
+    rc, shown, _ = run_tty("lookup", IMA.strip(), env=env, stderr_tty=True, columns=100)
+    assert rc == 0 and "reading the knowledge base" in shown
+    assert "cuda-illegal-memory-access" in shown
+    line = next(ln for ln in shown.split("\r") if "reading the knowledge base" in ln)
+    assert len(line) < 100  # one line of the terminal, redrawn in place
+    rc, shown, _ = run_tty("lint", env=env, stderr_tty=True, columns=100)
+    assert "checking the entries" in shown
+    # The word of work is erased; the result stays, on a line of its own.
+    last = shown.rstrip().split("\n")[-1].split("\r")[-1]
+    assert " files checked" in last, last
+
+
+def test_long_work_is_silent_in_a_pipe(tmp_path):
+    env = {"KB_HOME": str(tmp_path / "home"), "KB_PROGRESS_DELAY": "0"}
+    rc, out, err = run("lookup", IMA.strip(), env=env)
+    assert rc == 0 and err == "" and "\r" not in out
+    rc, out, err = run("lint", env=env)
+    assert rc in (0, 1) and "\r" not in out + err and "checking the entries" not in out + err
+
+
+# ---------------------------------------------------------------- lint and the schema
+BAD_ENTRY = """\
+id: My Entry
+title: something
+summary: x
+signatures:
+  - id: a
+    pattern: "foo bar"
+causes: []
+fixes: []
+"""
+
+
+def test_lint_of_one_bad_file_counts_it_and_says_what_to_change(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD_ENTRY)
+    rc, out, err = run("lint", str(bad))
+    assert rc == 1
+    assert "0 entries checked" not in err
+    assert err.strip().splitlines()[-1].startswith("1 file checked: ")
+    assert "`kb schema`" in err
+    # No path into kb's repository, which an installed kb does not have.
+    assert "kb/knowledge" not in out + err and "schema.json" not in out + err
+    lines = out.splitlines()
+    assert any("'tags' is a required property (add 'tags:'" in ln for ln in lines)
+    assert any("'x' is too short (write at least" in ln for ln in lines)
+    assert all("KB004" not in ln or "`kb schema` shows the fields" in ln for ln in lines)
+    rc, out, _ = run("lint", "--json", str(bad))
+    d = json.loads(out)
+    assert rc == 1 and d["files"] == 1 and d["entries"] == 0
+
+
+def test_schema_shows_the_fields_kb_lint_checks():
+    rc, out, _ = run("schema")
+    assert rc == 0
+    for field in ("id", "title", "summary", "tags", "signatures", "causes", "fixes"):
+        assert f"* {field}:" in out, field  # required, marked
+    assert "  * pattern: string" in out  # a signature's own fields, under it
+    rc, out, _ = run("schema", "--json")
+    assert rc == 0 and json.loads(out)["required"][0] == "id"
+    rc, out, _ = run("schema", "evidence")
+    assert rc == 0 and "* entry:" in out
+    rc, _, err = run("schema", "nothing")
+    assert rc == 2 and "known: entry" in err
+
+
+# ---------------------------------------------------------------- JSON for scripts
+def test_lookup_json_says_which_kb_and_knowledge_and_what_the_entry_says():
+    rc, out, _ = run("lookup", "--json", IMA.strip())
+    d = json.loads(out)
+    _, version, _ = run("--version")
+    assert d["kb"]["version"] == version.split()[1]
+    assert len(d["kb"]["knowledge"]) == 12 and int(d["kb"]["knowledge"], 16) >= 0
+    m = d["matches"][0]
+    rc, out, _ = run("show", m["id"], "--json")
+    entry = json.loads(out)
+    assert m["summary"] == " ".join(entry["summary"].split())
+    assert m["fix"]["title"] == entry["fixes"][0]["title"]
+    assert m["fix"]["code"] == entry["fixes"][0]["code"]
+    # The job view and JSON Lines carry it too.
+    rc, out, _ = run("lookup", "--format", "jsonl", "--stdin", stdin=IMA.encode())
+    assert rc == 0 and json.loads(out)["kb"] == d["kb"]
+
+
+def test_the_json_shape_is_in_kb_itself():
+    """`kb lookup --help` points at `kb help json`, which an installed kb has (docs/json.md is
+    the same text), and it documents every field a match has."""
+    rc, out, _ = run("lookup", "--help")
+    assert rc == 0 and "docs/json.md" not in out and "kb help json" in out
+    rc, shown, _ = run("help", "json")
+    assert rc == 0
+    assert shown == (REPO / "docs" / "json.md").read_text(encoding="utf-8")
+    rc, out, _ = run("lookup", "--json", IMA.strip())
+    match = json.loads(out)["matches"][0]
+    for field in match:
+        assert f'"{field}"' in shown, field
+    assert '"kb"' in shown
+    rc, out, _ = run("help")
+    assert rc == 0 and "json" in out.split("topics", 1)[1]
+    rc, out, _ = run("help", "lookup")
+    assert rc == 0 and out.startswith("usage: kb lookup")
+
+
+# ---------------------------------------------------------------- pipes
+def test_lookup_reads_a_pipe_without_being_told():
+    """`echo ... | kb lookup` reads standard input, as grep does; on a terminal with no
+    argument it is still a usage error (it would wait for typing nobody meant)."""
+    p = subprocess.run(
+        f"echo 'CUDA error: device-side assert triggered' | {sys.executable} -m kb lookup",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert p.returncode == 0 and p.stdout.startswith("cuda-device-side-assert")
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        rc, _, err = run_tty("lookup", stdin=slave)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert rc == 2 and "give the error text" in err
+
+
+IMA = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+
+
+def test_an_installed_kb_has_its_json_shape_and_schemas(tmp_path):
+    """From a wheel, unpacked as pip installs it and run away from the repository: `kb help
+    json`, `kb schema` and lint's advice need no file of the checkout."""
+    import zipfile
+
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(tmp_path / "w"), str(REPO)],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    site = tmp_path / "site"
+    zipfile.ZipFile(next((tmp_path / "w").glob("*.whl"))).extractall(site)
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {"PYTHONPATH": str(site), "KB_HOME": str(tmp_path / "home")}
+    rc, shown, _ = run("help", "json", env=env, cwd=away)
+    assert rc == 0 and shown == (REPO / "docs" / "json.md").read_text(encoding="utf-8")
+    rc, out, _ = run("schema", env=env, cwd=away)
+    assert rc == 0 and "* signatures:" in out
+    (away / "bad.yaml").write_text(BAD_ENTRY)
+    rc, out, err = run("lint", "bad.yaml", env=env, cwd=away)
+    assert rc == 1 and "`kb schema`" in out + err and "kb/knowledge" not in out + err

@@ -62,7 +62,9 @@ def _read(args, engine) -> tuple[list[tuple[str | None, JobLookup]], str | None]
             if args.batch:
                 return [(p, lookup_paths(engine, [p], top=top)) for p in paths], None
             return [(None, lookup_paths(engine, paths, top=top))], None
-        if args.stdin:
+        if args.stdin or (not args.inputs and _piped()):
+            # `cmd | kb lookup`, as grep reads it: no argument and a standard input that is no
+            # terminal is the input (on a terminal kb would wait for typing nobody meant).
             if sys.stdin is None:
                 return [], "no standard input"
             return [(None, lookup_stream(engine, sys.stdin.buffer, top=top))], None
@@ -74,6 +76,19 @@ def _read(args, engine) -> tuple[list[tuple[str | None, JobLookup]], str | None]
     return [
         (None, lookup_text(engine, args.inputs[0].encode("utf-8", "surrogateescape"), top=top))
     ], None
+
+
+def _one_message(args) -> bool:
+    """The input is a message given as the argument, not files or standard input."""
+    return len(args.inputs or []) == 1 and not args.file and not args.stdin and not _piped()
+
+
+def _piped() -> bool:
+    """Standard input is there and is no terminal: a pipe, a file, /dev/null."""
+    try:
+        return sys.stdin is not None and not sys.stdin.isatty()
+    except (OSError, ValueError):
+        return False
 
 
 def _jobs_in(folder: str) -> list[str]:
@@ -96,8 +111,13 @@ def run_lookup(args) -> int:
     if args.top < 1:
         print("kb: --top must be at least 1", file=sys.stderr)
         return exit_codes.USAGE
+    from kb.render.progress import lookup_label, reading_label, step
+
     engine = default_engine(args.kb_dir)
-    looked, err = _read(args, engine)
+    with step(reading_label):  # on a terminal, word of a first run's cache build
+        engine.knowledge  # noqa: B018 - loaded here, where the wait is said, not in the lookup
+    with step(lookup_label if _one_message(args) else "reading the input"):
+        looked, err = _read(args, engine)
     if err:
         print(f"kb: {err}", file=sys.stderr)
         return exit_codes.USAGE
@@ -127,18 +147,18 @@ def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: b
         if fmt == "json":
             import json  # only for --json: a plain-text lookup never imports it
 
-            return json.dumps(result_dict(r), indent=2, ensure_ascii=False) + "\n"
+            return json.dumps(result_dict(r, kb), indent=2, ensure_ascii=False) + "\n"
         return (
             result_markdown(r, kb) if fmt == "markdown" else result_text(r, kb, Style(use_color()))
         )
     import kb.render.job as job_report
 
     if fmt == "jsonl":
-        return "".join(job_report.lookup_jsonl(jl, name) for name, jl in looked)
+        return "".join(job_report.lookup_jsonl(jl, name, kb) for name, jl in looked)
     if fmt == "github":
         return "".join(job_report.lookup_github(jl) for _, jl in looked)
     if fmt == "json":
-        docs = [job_report.lookup_dict(jl) for _, jl in looked]
+        docs = [job_report.lookup_dict(jl, kb) for _, jl in looked]
         if batch:
             for (name, _), d in zip(looked, docs):
                 d["input"]["name"] = name

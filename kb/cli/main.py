@@ -114,10 +114,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def _progress(label):
+    """Word of long work on stderr while it runs, when stderr is a terminal (kb.render.progress)."""
+    from kb.render.progress import step
+
+    return step(label)
+
+
 def _load(args):
     from kb.knowledge.base import load
 
-    return load(args.kb_dir)
+    from kb.render.progress import reading_label
+
+    with _progress(reading_label):
+        return load(args.kb_dir)
 
 
 def _print_json(obj) -> None:
@@ -181,22 +191,57 @@ def _cmd_lint(args) -> int:
             return EXIT_USAGE
         from pathlib import Path
 
-        kb = load(args.kb_dir, bundled=[Path(p) for p in args.paths], use_cache=False)
+        with _progress("reading the entry files"):
+            kb = load(args.kb_dir, bundled=[Path(p) for p in args.paths], use_cache=False)
     else:
-        kb = load(args.kb_dir, use_cache=False)
-    problems = lint(kb)
+        with _progress("reading the entry files"):
+            kb = load(args.kb_dir, use_cache=False)
+    from kb import paths
+
+    folders = args.paths or [paths.bundled_entries_folder(), *paths.user_entry_folders(args.kb_dir)]
+    files = paths.entry_file_names(folders)
+    with _progress("checking the entries") as tick:
+        problems = lint(kb, progress=tick)
     if args.json:
         _print_json(
-            {"entries": len(kb.entries), "problems": [render.problem_dict(p) for p in problems]}
+            {
+                "files": len(files),
+                "entries": len(kb.entries),
+                "problems": [render.problem_dict(p) for p in problems],
+            }
         )
     else:
         render.print_problems(problems)
-        n = len(kb.entries)
         print(
-            f"{n} entr{'y' if n == 1 else 'ies'} checked, {len(problems)} problem(s)",
+            _lint_summary(len(files), len(kb.entries), problems),
             file=sys.stderr if problems else sys.stdout,
         )
     return EXIT_NOTFOUND if problems else EXIT_OK
+
+
+def _lint_summary(files: int, entries: int, problems) -> str:
+    """Every file counted, read as an entry or not: "1 file checked: 8 problems in it, and it is
+    not read as an entry until they are fixed; `kb schema` shows the fields an entry holds"."""
+
+    def n(k: int, one: str, many: str) -> str:
+        return f"{k} {one if k == 1 else many}"
+
+    out = n(files, "file", "files") + " checked"
+    if not problems:
+        return out + f" ({n(entries, 'entry', 'entries')}), no problems"
+    where = len({p.path for p in problems})
+    unread = max(files - entries, 0)
+    if files == 1:
+        out += f": {n(len(problems), 'problem', 'problems')} in it"
+        if unread:
+            out += ", and it is not read as an entry until they are fixed"
+    else:
+        out += f": {n(len(problems), 'problem', 'problems')} in {n(where, 'file', 'files')}"
+        if unread:
+            out += f", {unread} of them not read as entries until fixed"
+    if any(p.code == "KB004" for p in problems):
+        out += "; `kb schema` shows the fields an entry holds"
+    return out
 
 
 def _cmd_code(args) -> int:
@@ -209,6 +254,18 @@ def _cmd_coverage(args) -> int:
     from kb.cli.coverage import run_coverage
 
     return run_coverage(args)
+
+
+def _cmd_schema(args) -> int:
+    from kb.cli.schema import run_schema
+
+    return run_schema(args)
+
+
+def _cmd_help(args) -> int:
+    from kb.cli.help import run_help
+
+    return run_help(args, build_parser, _COMMANDS)
 
 
 def _cmd_index(args) -> int:
@@ -281,7 +338,7 @@ def _args_lookup(sp: argparse.ArgumentParser) -> None:
         help="look up each file (a folder: each job) on its own, one result per input",
     )
     sp.add_argument(
-        "--json", action="store_true", help="machine-readable output (see docs/json.md)"
+        "--json", action="store_true", help="machine-readable output (its shape: kb help json)"
     )
     sp.add_argument(
         "--format",
@@ -339,6 +396,18 @@ def _args_code(sp: argparse.ArgumentParser) -> None:
 
 def _args_coverage(sp: argparse.ArgumentParser) -> None:
     from kb.cli.coverage import add_arguments
+
+    add_arguments(sp)
+
+
+def _args_schema(sp: argparse.ArgumentParser) -> None:
+    from kb.cli.schema import add_arguments
+
+    add_arguments(sp)
+
+
+def _args_help(sp: argparse.ArgumentParser) -> None:
+    from kb.cli.help import add_arguments
 
     add_arguments(sp)
 
@@ -463,6 +532,18 @@ _COMMANDS: dict[
         '  kb triage --sql "select host, count(*) from faulty_nodes group by host" day.duckdb',
         None,
         None,
+    ),
+    "schema": (
+        "The fields an entry file (or a record, or a data file) holds: what kb lint checks.",
+        "  kb schema\n  kb schema evidence\n  kb schema --json > entry.schema.json",
+        _cmd_schema,
+        _args_schema,
+    ),
+    "help": (
+        "Help on a command, or a topic: json (the shape of --json output).",
+        "  kb help json\n  kb help lookup",
+        _cmd_help,
+        _args_help,
     ),
     "index": (
         "Build or rebuild the full-text index.",

@@ -167,6 +167,34 @@ def _schema_message(err) -> str:
     return f"{where}: {msg}"
 
 
+def _schema_hint(err, schema: str = "") -> str:
+    """What to change for one schema error, and where the fields are described: `kb schema`
+    (an installed kb has no repository to point into)."""
+    see = f"`kb schema {schema}`" if schema else "`kb schema`"
+    kind, want, got = err.validator, err.validator_value, err.instance
+    if kind == "required" and isinstance(got, dict):
+        # One error per missing field, each naming it ("'tags' is a required property").
+        missing = [k for k in want if k not in got and f"{k!r} is a required" in err.message]
+        todo = "add " + ", ".join(f"'{k}:'" for k in missing) if missing else ""
+    elif kind == "additionalProperties" and isinstance(got, dict):
+        todo = "remove it or correct its name"
+    elif kind == "pattern":
+        todo = f"write it to match {want}"
+    elif kind == "minLength":
+        todo = f"write at least {want} characters"
+    elif kind == "maxLength":
+        todo = f"keep it to {want} characters"
+    elif kind == "minItems":
+        todo = f"give at least {want} item{'s' if want != 1 else ''}"
+    elif kind == "enum":
+        todo = "use one of " + ", ".join(repr(v) for v in want)
+    elif kind == "type":
+        todo = f"give a {want if isinstance(want, str) else ' or '.join(want)}"
+    else:
+        todo = ""
+    return f"{todo}; {see} shows the fields" if todo else f"{see} shows the fields"
+
+
 def load_file(
     path: Path, local: bool = False, raw: bytes | None = None
 ) -> tuple[Entry | None, list[Problem]]:
@@ -257,7 +285,7 @@ def load_file(
                 _schema_message(err),
                 line,
                 col,
-                hint="see kb/knowledge/schema.json for the fields an entry holds",
+                hint=_schema_hint(err),
             )
         )
     if problems:
@@ -483,7 +511,7 @@ def load_data_file(path: Path, schema: str) -> tuple[dict | None, list[Problem]]
             "KB004",
             _schema_message(err),
             list(err.absolute_path),
-            hint=f"see kb/knowledge/{schema} for the fields this file holds",
+            hint=_schema_hint(err, schema.removesuffix(".schema.json")),
         )
         for err in sorted(
             validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))

@@ -32,9 +32,9 @@ _KIND_WORDS = {
 }
 
 
-def lookup_dict(jl: JobLookup) -> dict[str, Any]:
+def lookup_dict(jl: JobLookup, kb: KnowledgeBase | None = None) -> dict[str, Any]:
     """result_dict, plus the job view and where each match's line came from."""
-    d = result_dict(jl.result)
+    d = result_dict(jl.result, kb)
     if len(jl.paths) > 1:
         for md in d["matches"]:
             md["path"] = display_path(jl.path_for(md["line_number"], md["line"]))
@@ -280,8 +280,8 @@ def lookup_markdown(jl: JobLookup, kb: KnowledgeBase) -> str:
     return "\n".join(out) + "\n\n" + body
 
 
-def lookup_jsonl(jl: JobLookup, name: str | None = None) -> str:
-    d = lookup_dict(jl)
+def lookup_jsonl(jl: JobLookup, name: str | None = None, kb: KnowledgeBase | None = None) -> str:
+    d = lookup_dict(jl, kb)
     if name is not None:
         d["input"]["name"] = name
     return json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n"

@@ -35,11 +35,32 @@ def match_dict(m: Match) -> dict[str, Any]:
         "hits": [
             {"signature": h.signature, "line_number": h.line_number, "line": h.line} for h in m.hits
         ],
+        # What the entry says, so a script need not call `kb show`: its summary and the fix to
+        # try first (every field, "" where the entry leaves one out).
+        "summary": " ".join(m.entry.summary.split()),
+        "fix": _first_fix(m),
     }
 
 
-def result_dict(r: LookupResult) -> dict:
-    return {
+def _first_fix(m: Match) -> dict[str, str] | None:
+    if not m.entry.fixes:
+        return None
+    f = m.entry.fixes[0]
+    return {"title": f.title, "detail": " ".join(f.detail.split()), "code": f.code, "lang": f.lang}
+
+
+def about(kb: KnowledgeBase) -> dict[str, str]:
+    """Which kb and which knowledge gave a result: the version, and the knowledge's identity
+    (its contents, wherever its files are; the id `kb triage` writes in its knowledge column)."""
+    from kb.version import __version__
+
+    return {"version": __version__, "knowledge": (kb.identity or kb.content_hash)[:12]}
+
+
+def result_dict(r: LookupResult, kb: KnowledgeBase | None = None) -> dict:
+    """The lookup's JSON (docs/json.md, `kb help json`); with kb, `"kb"` too: its version and the
+    knowledge's identity."""
+    d = {
         "matches": [match_dict(m) for m in r.matches],
         "suggestions": [match_dict(m) for m in r.suggestions],
         "facts": r.facts.to_dict(),
@@ -54,6 +75,9 @@ def result_dict(r: LookupResult) -> dict:
         "warnings": list(r.warnings),
         "root": r.root.to_dict() if r.root is not None else None,
     }
+    if kb is not None:
+        d["kb"] = about(kb)
+    return d
 
 
 def _wrap(text: str, indent: str, width: int = 96) -> str:
