@@ -166,7 +166,7 @@ def test_an_op_mismatch_at_an_all_to_all_is_named(tmp_path):
         ]
         for r in range(4)
     }
-    c = analyze(_dumps(tmp_path, per, 4, completed={r: 1 for r in range(4)}))
+    c = analyze(_dumps(tmp_path, per, 4, completed=dict.fromkeys(range(4), 1)))
     assert c.roots == [1] and c.faults[1].kind == "mismatch"
     assert "different ops" in c.faults[1].finding.detail
 
@@ -179,7 +179,7 @@ def test_a_size_mismatch_where_sizes_must_agree_is_named(tmp_path):
         ]
         for r in range(4)
     }
-    c = analyze(_dumps(tmp_path, per, 4, completed={r: 1 for r in range(4)}))
+    c = analyze(_dumps(tmp_path, per, 4, completed=dict.fromkeys(range(4), 1)))
     assert c.roots == [3] and "different sizes" in c.faults[3].finding.detail
 
 
@@ -211,7 +211,7 @@ def test_half_and_half_is_told_apart_by_each_ranks_own_past(tmp_path, odd, why):
         op, sizes = odd if r in (1, 2) else ("nccl:all_reduce", ((4,),))
         ents.append(_entry(7, op, sizes, state="scheduled"))
         per[r] = ents
-    c = analyze(_dumps(tmp_path, per, 4, completed={r: 6 for r in range(4)}))
+    c = analyze(_dumps(tmp_path, per, 4, completed=dict.fromkeys(range(4), 6)))
     assert c.roots == [1, 2], why
     assert {f.kind for f in c.faults.values()} == {"mismatch"}
 
@@ -220,3 +220,105 @@ def test_half_and_half_without_a_past_names_both(tmp_path):
     per = {r: [_entry(1, "nccl:all_reduce", ((4 if r == 0 else 8,),))] for r in range(2)}
     c = analyze(_dumps(tmp_path, per, 2, completed={0: 0, 1: 0}))
     assert c.roots == [0, 1]
+
+
+# ---------------------------------------------------------------- several groups, gloo's dumps
+def _gloo_dump(tmp_path, rank, ents):
+    """A dump as gloo's recorder writes it: pg_status per group, no pg_config ranks."""
+    status = {}
+    for e in ents:
+        pg = e["process_group"][0]
+        e["pg_id"] = int(pg)  # every rank makes every group: their ids are their names here
+        status[pg] = {
+            "last_enqueued_collective": e["collective_seq_id"],
+            "last_started_collective": -1,
+            "last_completed_collective": e["collective_seq_id"],  # gloo: done, even a timeout
+        }
+    d = {"version": "2.10", "pg_config": {}, "pg_status": status, "entries": ents}
+    p = tmp_path / f"nccl_trace_rank_{rank}"
+    p.write_bytes(pickle.dumps(d, protocol=2))
+    return fr.load(p)
+
+
+def _steps(rank, steps, stop=None, skip=None):
+    """A rank's collectives: every step an all_reduce in its pair (group "1" for ranks 0-1, "2"
+    for 2-3), then one over the world ("0"). stop: the step it stalls at, before its pair's
+    all_reduce ("pair") or the world's ("world"); skip: the step it skips its pair's at."""
+    pair = ("1", "undefined") if rank < 2 else ("2", "undefined")
+    world = ("0", "default_pg")
+    out, ps = [], 0
+    for step in range(steps):
+        if stop == (step, "pair"):
+            break
+        if skip != step:
+            ps += 1
+            out.append(_entry(ps, "gloo:all_reduce", ((4,),), "scheduled", pair))
+        if stop == (step, "world"):
+            break
+        out.append(_entry(step + 1, "gloo:all_reduce", ((2,),), "scheduled", world))
+    return out
+
+
+def test_a_rank_waiting_in_its_pair_is_no_root_of_the_worlds_wait(tmp_path):
+    """Rank 1 holds the GIL before its pair's all_reduce and writes no dump; rank 0 waits in
+    that all_reduce (its own program runs it before the world's), ranks 2 and 3 wait in the
+    world's for rank 0. gloo's dumps do not list the pair's members: the member rank 0 waits for
+    is the one rank of the job that left no dump. Rank 1 alone is named."""
+    dumps = [
+        _gloo_dump(tmp_path, 0, _steps(0, 4, stop=(3, "world"))),
+        _gloo_dump(tmp_path, 2, _steps(2, 4)),
+        _gloo_dump(tmp_path, 3, _steps(3, 4)),
+    ]
+    c = analyze(dumps, {0, 1, 2, 3})
+    assert c.roots == [1] and c.faults[1].kind == "missing"
+    lag = next(f for f in c.findings if f.pg == "0")
+    assert lag.faulty == (0,) and lag.elsewhere == (0,)
+    assert c.waited[0].pg == "1"
+
+
+def test_a_rank_that_skipped_its_pairs_all_reduce_is_named_not_its_waiting_peer(tmp_path):
+    """Rank 1 skips its pair's all_reduce at step 3 and waits in the world's; rank 0 waits in
+    the pair's; ranks 2, 3 wait in the world's for rank 0. A cycle: rank 0 is behind in the world,
+    rank 1 in the pair. Rank 0's own past says the pair's comes first (it waits there); rank 1
+    ran two of the world's since its last of the pair's (it went on): rank 1 is named."""
+    dumps = [
+        _gloo_dump(tmp_path, 0, _steps(0, 4, stop=(3, "world"))),
+        _gloo_dump(tmp_path, 1, _steps(1, 4, skip=3)),
+        _gloo_dump(tmp_path, 2, _steps(2, 4)),
+        _gloo_dump(tmp_path, 3, _steps(3, 4)),
+    ]
+    c = analyze(dumps, {0, 1, 2, 3})
+    assert c.roots == [1]  # (gloo marks its collectives completed: "stalled", not "stopped-short")
+
+
+def test_a_rank_that_finished_its_pairs_all_reduce_then_stalled_is_named(tmp_path):
+    """Rank 2 finished its pair's all_reduce with rank 3 and stalled before the world's: its
+    newest entry is the pair's, but rank 3 got past it. Rank 2 is behind in the world, a root."""
+    dumps = [
+        _gloo_dump(tmp_path, 0, _steps(0, 4)),
+        _gloo_dump(tmp_path, 1, _steps(1, 4)),
+        _gloo_dump(tmp_path, 2, _steps(2, 4, stop=(3, "world"))),
+        _gloo_dump(tmp_path, 3, _steps(3, 4)),
+    ]
+    c = analyze(dumps, {0, 1, 2, 3})
+    assert c.roots == [2]
+
+
+def test_one_sided_mismatch_is_found_on_the_senders_side(tmp_path):
+    """gloo's size check aborted rank 0 (no dump) on receiving rank 1's 8 floats: rank 1's dump
+    alone shows its pair's all_reduce of another size than at every earlier step. A mismatch
+    seen on one side, which the job view admits only when the other side died of it."""
+    ents = _steps(1, 4, stop=(3, "world"))
+    ents[-1] = _entry(
+        ents[-1]["collective_seq_id"], "gloo:all_reduce", ((8,),), "scheduled", ("1", "undefined")
+    )
+    dumps = [
+        _gloo_dump(tmp_path, 1, ents),
+        _gloo_dump(tmp_path, 2, _steps(2, 4)),
+        _gloo_dump(tmp_path, 3, _steps(3, 4)),
+    ]
+    c = analyze(dumps, {0, 1, 2, 3})
+    f = c.faults[1]
+    assert f.kind == "mismatch" and f.finding.one_sided and f.finding.unseen == (0,)
+    assert "[8]" in f.finding.detail and "[4]" in f.finding.detail
+    assert c.unseen_peers(1) == (0,)

@@ -190,11 +190,16 @@ def test_a_rank_that_exits_early():
 
 
 def test_mismatched_sizes_in_one_sub_group():
-    """gloo: rank 3 runs group 2-3's all_reduce with 8 elements, rank 2 with 4: rank 2 aborts on
-    the size it receives; ranks 0 and 1 (the other group) are no roots."""
+    """gloo: rank 3 runs group 2-3's all_reduce with 8 elements, rank 2 with 4: gloo's size check
+    aborts rank 2 on the size it receives (SIGABRT, no dump; torchrun names it first). Rank 3's
+    dump alone shows the other size, unlike its own earlier steps: rank 3 is the root, rank 2 a
+    consequence of its mismatch; ranks 0 and 1 (the other group) are no roots."""
     jl = job_of(JOBS / "cpu-sub_mismatch" / "run")
-    assert jl.job.root.rank == 2 and jl.job.root.id == "collective-mismatch"
-    assert not {0, 1} & set(roots_of(jl))
+    assert roots_of(jl) == {3: "mismatch"}
+    assert jl.job.torchrun.root.rank == 2
+    two = jl.job.rank(2)
+    assert two.role == "consequence" and "mismatch of rank 3" in two.reason
+    assert "[8]" in jl.job.root.reason and "[4]" in jl.job.root.reason
 
 
 @pytest.mark.xfail(

@@ -567,8 +567,9 @@ def _decide(
     verdicts: list[_Working], ranks: dict[RankKey, RankInput], summary, coll: Collectives
 ) -> _Decision:
     by_rank = {v.rank: v for v in verdicts if v.rank is not None}
+    received = _received_mismatch(coll, by_rank)
     own = [v for v in verdicts if v.role != "consequence" and v.cause in LEVEL]
-    faults = _admitted(coll, by_rank, hang=not own)
+    faults = _admitted(coll, by_rank, hang=not own, received=received)
     for r in faults:
         if r not in by_rank:  # named by the others' dumps only: it printed nothing we were given
             v = by_rank[r] = _Working(r, reason="no output of its own in these logs")
@@ -601,15 +602,52 @@ def _decide(
     return _log_desync(verdicts, ranks, coll)
 
 
-def _admitted(coll: Collectives, by_rank: dict[int, _Working], hang: bool) -> dict[int, Fault]:
+def _received_mismatch(coll: Collectives, by_rank: dict[int, _Working]) -> dict[int, list[Fault]]:
+    """The ranks that died of an abort (SIGABRT, no dump) on the other side of a mismatch the
+    dumps show (gloo's size check aborts the rank that receives the other size, not the one that
+    sent it): consequences of that mismatch, marked so here. rank -> the faults of the ranks whose
+    mismatch it may have received (gloo does not say from whom)."""
+    out: dict[int, list[Fault]] = {}
+    for fault in coll.faults.values():
+        for u in coll.unseen_peers(fault.rank):
+            v = by_rank.get(u)
+            own = coll.faults.get(u)  # left no dump: at most "missing" from another group
+            if v is not None and v.signal == "SIGABRT" and (own is None or own.kind == "missing"):
+                out.setdefault(u, []).append(fault)
+    for u, faults in out.items():
+        v = by_rank[u]
+        v.role, v.cause = "consequence", "abort"
+        f = faults[0]
+        who = ", ".join(str(x.rank) for x in faults)
+        v.reason = (
+            f"aborted by the collective mismatch of rank{'s' if len(faults) > 1 else ''} {who} "
+            f"({f.finding.collective} of group {f.finding.group}): gloo's size check aborts the "
+            "rank that receives the other size, so it left no dump"
+        )
+    return out
+
+
+def _admitted(
+    coll: Collectives,
+    by_rank: dict[int, _Working],
+    hang: bool,
+    received: dict[int, list[Fault]] | None = None,
+) -> dict[int, Fault]:
     """The faults the dumps show that count as roots. In a hang, all of them. When ranks also
     failed of their own, the job was being torn down as the dumps were written, and a rank
     behind its peers may only have been slower: a fault counts when it is a mismatch, when the
     rank failed of its own too, or when the ranks waiting for it timed out (a wait long enough
-    to be no snapshot)."""
+    to be no snapshot). A mismatch seen on one side only (the other side left no dump) counts
+    when the other side died of it (`received`)."""
     out: dict[int, Fault] = {}
     for r, fault in coll.faults.items():
         v = by_rank.get(r)
+        if fault.finding.one_sided and not any(
+            fault in (received or {}).get(u, ()) for u in fault.finding.unseen
+        ):
+            continue  # its own past alone does not make a mismatch
+        if r in (received or {}):
+            continue  # it left no dump because the mismatch aborted it
         if fault.kind == "missing" and v is not None and v.cause == "sigterm" and not v.forced:
             continue  # stopped by the launcher: that is why it left no dump
         if hang or fault.kind == "mismatch" or (v is not None and v.cause in LEVEL):

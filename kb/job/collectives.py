@@ -27,10 +27,11 @@ other collectives "stopped-short".
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 from kb.job.parsers.flight_recorder import Dump, Entry
 from kb.knowledge.data import CollectiveOp, CollectiveRules, bundled
-from kb.model.record import field, record
+from kb.model.record import field, record, replace
 
 # The kinds of fault a group shows, strongest evidence first: the kind a rank is named for when
 # several groups name it.
@@ -52,6 +53,13 @@ class GroupFinding:
     members: tuple[int, ...]
     detail: str = ""
     since_ns: int = 0  # when the waiters entered the collective (0: the dumps do not say)
+    # of `faulty` (a lag): the ranks that did not enqueue it because they wait in another
+    # group's collective that their own program runs first (waiters there, not faults here)
+    elsewhere: tuple[int, ...] = ()
+    # a mismatch seen on one side only: the members that left no dump to compare with (gloo's
+    # size check aborts the rank that received the other size before it can write one)
+    unseen: tuple[int, ...] = ()
+    one_sided: bool = False  # no other member's entry to compare with: its own past says it
 
     @property
     def group(self) -> str:
@@ -108,6 +116,12 @@ class Collectives:
     def roots(self) -> list[int]:
         return sorted(self.faults)
 
+    def unseen_peers(self, rank: int) -> tuple[int, ...]:
+        """For a rank the dumps show in a mismatch seen on its side only: the members of that
+        group that left no dump (the other side), else ()."""
+        f = self.faults.get(rank)
+        return f.finding.unseen if f is not None and f.kind == "mismatch" else ()
+
 
 def analyze(dumps: list[Dump], job_ranks: set[int] | None = None) -> Collectives:
     """Compare the ranks of every group. job_ranks: every rank the job's other evidence names
@@ -138,14 +152,23 @@ def analyze(dumps: list[Dump], job_ranks: set[int] | None = None) -> Collectives
         by_rank[d.rank] = d
     if not by_rank:
         return Collectives(notes=tuple(notes))
-    idx = _index(by_rank)
+    idx, order = _index(by_rank)
     groups = _groups(by_rank, idx, job_ranks or set())
+    # per group, the last collective some member is known to have got past (an entry of its own
+    # after it): a rank whose newest entry is that collective or an earlier one is not stuck there
+    passed: dict[str, int] = {}
+    for ents in order.values():
+        for e in ents[:-1]:
+            if e.seq > passed.get(e.pg, -1):
+                passed[e.pg] = e.seq
+    undumped = tuple(sorted((job_ranks or set()) - set(by_rank)))
     findings: list[GroupFinding] = []
     for pg in sorted(groups, key=_pg_order):
         desc, members = groups[pg]
-        f = _group(pg, desc, members, by_rank, idx)
+        f = _group(pg, desc, members, by_rank, idx, passed, order, undumped)
         if f is not None:
             findings.append(f)
+    findings += _hidden(findings, groups, by_rank, order, job_ranks or set())
     faults, waited = _decide(findings, by_rank)
     return Collectives(tuple(findings), faults, waited, tuple(notes))
 
@@ -229,18 +252,24 @@ def agreed(e: Entry) -> tuple:
 Index = dict[int, dict[str, list[Entry]]]
 
 
-def _index(by_rank: dict[int, Dump]) -> Index:
+def _index(by_rank: dict[int, Dump]) -> tuple[Index, dict[int, list[Entry]]]:
+    """(rank -> group -> its collectives there, rank -> its collectives of every group), both in
+    buffer order; point-to-point ops left out."""
     out: Index = {}
+    order: dict[int, list[Entry]] = {}
     for r, d in by_rank.items():
         per: dict[str, list[Entry]] = {}
+        mine: list[Entry] = []
         for e in d.entries:
             if not e.p2p:
                 lst = per.get(e.pg)
                 if lst is None:
                     lst = per[e.pg] = []
                 lst.append(e)
+                mine.append(e)
         out[r] = per
-    return out
+        order[r] = mine
+    return out, order
 
 
 def _groups(
@@ -278,7 +307,14 @@ def _groups(
 
 
 def _group(
-    pg: str, desc: str, members: tuple[int, ...], by_rank: dict[int, Dump], idx: Index
+    pg: str,
+    desc: str,
+    members: tuple[int, ...],
+    by_rank: dict[int, Dump],
+    idx: Index,
+    passed: dict[str, int] | None = None,
+    order: dict[int, list[Entry]] | None = None,
+    undumped: tuple[int, ...] = (),
 ) -> GroupFinding | None:
     enq: dict[int, int] = {}
     for r in members:
@@ -289,18 +325,28 @@ def _group(
         if v is not None:
             enq[r] = v
     no_dump = tuple(r for r in members if r not in by_rank)
-    if not enq or (len(enq) < 2 and not no_dump):
+    # the members it may have that left no dump: pg_config's, else (gloo's dumps list none) any
+    # rank of the job that left none
+    listed = any(g.ranks for r in enq for g in [by_rank[r].groups.get(pg)] if g is not None)
+    hidden = no_dump if listed or no_dump else undumped
+    if not enq or (len(enq) < 2 and not hidden):
         return None
     top, low = max(enq.values()), min(enq.values())
     # A collective they ran differently explains whatever happened in this group after it.
     mm = _mismatch(pg, desc, members, enq, idx, low)
     if mm is not None:
-        return mm
+        return mm if not no_dump else replace(mm, unseen=no_dump)
+    one = _one_sided(pg, desc, members, enq, idx, hidden)
+    if one is not None:
+        return one
     if low < top:
         seq = low + 1
         behind = tuple(sorted(r for r, v in enq.items() if v == low))
         waiting = tuple(sorted(r for r, v in enq.items() if v >= seq))
         ents = _entries_at(pg, seq, waiting, idx)
+        elsewhere = tuple(
+            r for r in behind if _waits_elsewhere((order or {}).get(r, []), pg, passed or {})
+        )
         return GroupFinding(
             pg,
             desc,
@@ -311,6 +357,7 @@ def _group(
             waiting,
             members,
             since_ns=min((e.created_ns for e in ents.values() if e.created_ns), default=0),
+            elsewhere=elsewhere,
         )
     done = {r: by_rank[r].last(pg, "completed") for r in enq}
     started = {r: _started(by_rank[r], pg, idx[r].get(pg, ())) for r in enq}
@@ -383,6 +430,82 @@ def _group(
     return GroupFinding(
         pg, desc, seq, op, "waiting", (), tuple(sorted(enq)), members, since_ns=since
     )
+
+
+def _waits_elsewhere(ents: list[Entry], pg: str, passed: dict[str, int]) -> bool:
+    """Whether a rank that did not enqueue the next collective of group pg waits in another
+    group's collective that its own program runs before that one: its newest entry is in another
+    group H, no member of H is known to have got past it (`passed`: an entry of its own after
+    it), and the rank's own past puts H's collectives there: after its last collective in pg it
+    ran no more of H's than it ran between its two collectives of pg before. A rank that skipped
+    one of pg's collectives ran more of H's since (it went on); one that finished H's collective
+    with its peers and then stalled is past by them.
+    `ents`: the rank's collectives of every group, in its buffer's order."""
+    if not ents:
+        return False
+    last = ents[-1]
+    if last.pg == pg or last.seq <= passed.get(last.pg, -1):
+        return False
+    mine = [i for i, e in enumerate(ents) if e.pg == pg]
+    if len(mine) < 2:
+        return False  # no earlier round to tell its program's order by
+    i, j = mine[-1], mine[-2]
+    now = sum(1 for e in ents[i + 1 :] if e.pg == last.pg)
+    before = sum(1 for e in ents[j + 1 : i] if e.pg == last.pg)
+    return 0 < now <= before
+
+
+def _hidden(
+    findings: list[GroupFinding],
+    groups: dict[str, tuple[str, tuple[int, ...]]],
+    by_rank: dict[int, Dump],
+    order: dict[int, list[Entry]],
+    job_ranks: set[int],
+) -> list[GroupFinding]:
+    """The groups that ranks wait in elsewhere (GroupFinding.elsewhere) where the dumps show
+    nobody at fault: none of their dumped members is behind, so the member they wait for left no
+    dump. A group's members are known from pg_config (NCCL); gloo's dumps do not list them, and
+    then every rank of the job that left no dump is one it may be (said as such)."""
+    named = {f.pg for f in findings if f.kind != "waiting"}
+    waiting_in: dict[str, set[int]] = {}
+    for f in findings:
+        for r in f.elsewhere:
+            if order.get(r):
+                waiting_in.setdefault(order[r][-1].pg, set()).add(r)
+    out: list[GroupFinding] = []
+    undumped = tuple(sorted(r for r in job_ranks if r not in by_rank))
+    for pg, waiters in sorted(waiting_in.items(), key=lambda kv: _pg_order(kv[0])):
+        if pg in named:
+            continue
+        desc, members = groups.get(pg, ("", ()))
+        listed = any(by_rank[r].groups.get(pg) and by_rank[r].groups[pg].ranks for r in waiters)
+        hidden = tuple(r for r in members if r not in by_rank) if listed else undumped
+        if not hidden:
+            continue
+        at = {r: order[r][-1] for r in waiters}
+        seq = max(e.seq for e in at.values())
+        waiters |= {r for r in members if r in by_rank and by_rank[r].last(pg) == seq}
+        out.append(
+            GroupFinding(
+                pg,
+                desc,
+                seq,
+                _common_op(at),
+                "missing",
+                hidden,
+                tuple(sorted(waiters)),
+                tuple(sorted(set(members) | set(hidden))),
+                detail=(
+                    "left no Flight Recorder dump while its group's other members waited"
+                    if listed
+                    else "left no Flight Recorder dump while the members of this group that did "
+                    "(gloo's dumps do not list a group's members) waited: the member they waited "
+                    "for is one of the ranks that left none"
+                ),
+                since_ns=min((e.created_ns for e in at.values() if e.created_ns), default=0),
+            )
+        )
+    return out
 
 
 def _missing(pg, desc, members, enq, idx: Index, no_dump, top) -> GroupFinding | None:
@@ -485,6 +608,78 @@ def _mismatch(pg, desc, members, enq, idx: Index, upto: int) -> GroupFinding | N
     return None
 
 
+def _one_sided(pg, desc, members, enq, idx: Index, hidden) -> GroupFinding | None:
+    """A mismatch seen on one side only: members left no dump (`hidden`), and a member that did
+    ran the group's last collective unlike its own past (an op or, where they must agree, sizes
+    it never ran at that point of its loop before) while any other dumped member there ran it as
+    before. gloo's size check aborts the rank that received the other size (SIGABRT, no dump):
+    the sender's dump is all there is. The caller decides with the logs (an abort on the other
+    side) whether it counts."""
+    if not hidden:
+        return None
+    top = max(enq.values())
+    at: dict[int, Entry] = {}
+    for r, v in enq.items():
+        ents = idx[r].get(pg, ())
+        if v == top and ents and ents[-1].seq == top:
+            at[r] = ents[-1]
+    if not at:
+        return None
+    new, usual = [], None
+    for r, e in at.items():
+        seen = _next_of(idx[r].get(pg, ())[:-1])
+        prev = agreed(idx[r][pg][-2]) if len(idx[r][pg]) > 1 else None
+        if prev is None or prev not in seen:
+            return None  # no earlier round to tell by
+        if agreed(e) not in seen[prev]:
+            new.append(r)
+            usual = usual or _entry_like(idx[r][pg], prev, seen[prev])
+    if not new or len(new) == len(at) > 1:
+        return None
+    odd = tuple(sorted(new))
+    others = tuple(sorted(r for r in at if r not in new))
+    e = at[odd[0]]
+
+    def desc_of(x: Entry) -> str:
+        return f"{x.op} [{', '.join('x'.join(map(str, s)) for s in x.sizes)}]"
+
+    was = f" where its earlier steps ran {desc_of(usual)}" if usual is not None else ""
+    return GroupFinding(
+        pg,
+        desc,
+        top,
+        e.op,
+        "mismatch",
+        odd,
+        others,
+        tuple(sorted(set(members) | set(hidden))),
+        detail=f"{_ranks(odd)} ran {desc_of(e)}{was}; {_ranks(hidden)} left no dump to compare",
+        since_ns=e.created_ns,
+        unseen=tuple(hidden),
+        one_sided=True,
+    )
+
+
+def _next_of(ents) -> dict[tuple, set[tuple]]:
+    """What a rank ran next after each collective, in its buffer (agreed keys)."""
+    out: dict[tuple, set[tuple]] = {}
+    prev = None
+    for e in ents:
+        k = agreed(e)
+        if prev is not None:
+            out.setdefault(prev, set()).add(k)
+        prev = k
+    return out
+
+
+def _entry_like(ents, prev: tuple, nexts: set[tuple]) -> Entry | None:
+    """An earlier entry that came right after one like `prev` (what the rank usually ran)."""
+    for a, b in pairwise(ents):
+        if agreed(a) == prev and agreed(b) in nexts:
+            return b
+    return None
+
+
 def _unlike_their_past(
     seen: dict[int, Entry], keys: dict[int, tuple], seq: int, pg: str, idx: Index
 ) -> tuple[int, ...]:
@@ -563,14 +758,16 @@ def _decide(
     named: dict[int, list[GroupFinding]] = {}  # rank -> the findings that name it
     for f in findings:
         for r in f.faulty:
-            named.setdefault(r, []).append(f)
+            if r not in f.elsewhere:  # a waiter in another group's collective: not named here
+                named.setdefault(r, []).append(f)
         if f.kind == "waiting" or (f.kind == "mismatch" and not set(f.waiting)):
             continue
         for w in f.waiting:
             waits.setdefault(w, set()).update(f.faulty)
         if f.kind in _ABSENT:
             for r in f.faulty:
-                absent_in[r] = absent_in.get(r, 0) + len(f.waiting)
+                if r not in f.elsewhere:
+                    absent_in[r] = absent_in.get(r, 0) + len(f.waiting)
     roots = _sinks(named, waits, absent_in)
     faults: dict[int, Fault] = {}
     for r, fs in named.items():
@@ -732,6 +929,8 @@ def _reason(r: int, kind: str, f: GroupFinding, went_on: str = "") -> str:
     if kind == "stuck":
         return f"stuck in {where}: {f.detail}"
     if kind == "mismatch":
+        if f.one_sided:
+            return f"ran {where} unlike its own earlier steps: {f.detail}"
         return f"ran {where} unlike its peers: {f.detail}"
     if kind == "missing":
         return f"left no Flight Recorder dump while {who} waited in {where}"
