@@ -360,3 +360,19 @@ def test_an_installed_kb_has_its_json_shape_and_schemas(tmp_path):
     (away / "bad.yaml").write_text(BAD_ENTRY)
     rc, out, err = run("lint", "bad.yaml", env=env, cwd=away)
     assert rc == 1 and "`kb schema`" in out + err and "kb/knowledge" not in out + err
+
+
+# ---------------------------------------------------------------- kb show
+def test_show_leads_with_what_the_error_looks_like_not_regexes():
+    """`kb show` opened with ~40 lines of regex in a narrow column: now the entry's own
+    examples come first (a traceback's error line, not 'Traceback ...'), the regexes only with
+    --patterns."""
+    rc, out, _ = run("show", "cuda-oom")
+    assert rc == 0
+    assert "(?P<" not in out  # no regex
+    shown = out.split("What it looks like", 1)[1].split("Causes", 1)[0]
+    assert "CUDA out of memory" in shown and "Traceback (most recent call last)" not in shown
+    assert "kb show cuda-oom --patterns" in shown
+    assert out.index("What it looks like") < out.index("Causes")
+    rc, out, _ = run("show", "cuda-oom", "--patterns")
+    assert rc == 0 and "(?P<requested>" in out and "oom-2x" in out

@@ -123,7 +123,6 @@ def _progress(label):
 
 def _load(args):
     from kb.knowledge.base import load
-
     from kb.render.progress import reading_label
 
     with _progress(reading_label):
@@ -169,7 +168,7 @@ def _cmd_show(args) -> int:
     elif args.markdown:
         sys.stdout.write(render.entry_markdown(entry, evs, kinds))
     else:
-        render.print_entry(entry, evs, kinds=kinds)
+        render.print_entry(entry, evs, kinds=kinds, patterns=args.patterns)
     return EXIT_OK
 
 
@@ -373,6 +372,9 @@ def _args_run(sp: argparse.ArgumentParser) -> None:
 
 def _args_show(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("id")
+    sp.add_argument(
+        "--patterns", action="store_true", help="also the signatures' regexes, by wording"
+    )
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true")
     g.add_argument("--markdown", action="store_true", help="pasteable into a bug report")
@@ -498,7 +500,7 @@ _COMMANDS: dict[
     ),
     "show": (
         "Show one entry in full.",
-        "  kb show cuda-oom\n  kb show cuda-oom --markdown > issue.md",
+        "  kb show cuda-oom\n  kb show cuda-oom --patterns\n  kb show cuda-oom --markdown > issue.md",
         _cmd_show,
         _args_show,
     ),

@@ -284,11 +284,19 @@ def print_whole(con, renderable, needed: int) -> None:
     con.file.write("".join(ln.rstrip(" ") + "\n" for ln in cap.get().splitlines()))
 
 
+EXAMPLES_SHOWN = 6  # of an entry's match examples, in `kb show`
+
+
 def print_entry(
-    entry: Entry, evs: list[Evidence], stream: TextIO | None = None, kinds: Iterable[str] = ()
+    entry: Entry,
+    evs: list[Evidence],
+    stream: TextIO | None = None,
+    kinds: Iterable[str] = (),
+    patterns: bool = False,
 ) -> None:
     """`kb show`. kinds: the GPU kinds the knowledge base has records for, so the entry says
-    which of them have not seen it yet."""
+    which of them have not seen it yet. What the error looks like comes first, as the entry's
+    own examples; the signatures' regexes only with `patterns` (`kb show ID --patterns`)."""
     from rich.markup import escape as x  # entry text is text: "[rank0]" or "[/\\]" is no markup
     from rich.panel import Panel
     from rich.syntax import Syntax
@@ -308,13 +316,34 @@ def print_entry(
                 f"{c.api} {c.value}" + (f" ({x(c.name)})" if c.name else "") for c in entry.codes
             )
         )
-    sig = Table(title="Wordings", title_justify="left", show_lines=False, box=None, pad_edge=False)
-    sig.add_column("signature", style="cyan", no_wrap=True)
-    sig.add_column("pattern", overflow="fold")
-    sig.add_column("era", style="dim", overflow="fold")
-    for s in entry.signatures:
-        sig.add_row(x(s.id), x(s.pattern), x(s.era))
-    con.print(sig)
+    if entry.examples_match:
+        con.print("\n[bold]What it looks like[/bold] (messages it matches)")
+        wide = terminal_width(con) is None  # a pipe: every example whole
+        for ex in entry.examples_match[:EXAMPLES_SHOWN]:
+            line = " " + x(_shown_line(entry, ex))
+            if wide:
+                con.print(line, soft_wrap=True)
+            else:  # one line each on a terminal, cut at its edge
+                con.print(line, overflow="ellipsis", no_wrap=True, crop=True)
+        more = len(entry.examples_match) - EXAMPLES_SHOWN
+        if more > 0:
+            con.print(f" [dim]and {more} more (kb show {x(entry.id)} --json)[/dim]")
+    if patterns:
+        sig = Table(
+            title="\nWordings", title_justify="left", show_lines=False, box=None, pad_edge=False
+        )
+        sig.add_column("signature", style="cyan", no_wrap=True)
+        sig.add_column("pattern", overflow="fold")
+        sig.add_column("era", style="dim", overflow="fold")
+        for s in entry.signatures:
+            sig.add_row(x(s.id), x(s.pattern), x(s.era))
+        con.print(sig)
+    else:
+        n = len(entry.signatures)
+        con.print(
+            f" [dim]{n} wording{'s' if n != 1 else ''}: kb show {x(entry.id)} --patterns shows "
+            "each one's regex and the versions that print it[/dim]"
+        )
     con.print("\n[bold]Causes[/bold] (most likely first)")
     for i, c in enumerate(entry.causes, 1):
         con.print(f" {i}. [bold]{x(c.title)}[/bold]\n    {x(c.detail.strip())}")
@@ -360,6 +389,18 @@ def print_entry(
         con.print("\n[bold]References[/bold]")
         for ref in entry.references:
             con.print(x(f" • {ref.title} {ref.url}".replace("  ", " ")))
+
+
+def _shown_line(entry: Entry, example: str) -> str:
+    """The line of an example that the entry matches (a traceback's exception line, not its
+    'Traceback (most recent call last):'), as a lookup reads it; else its last line."""
+    lines = [ln.strip() for ln in example.splitlines() if ln.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else example.strip()
+    from kb.knowledge.signatures import SignatureIndex, text_hits
+
+    hits = text_hits(SignatureIndex([entry]), example)
+    return min(hits, key=lambda h: h.line_number).line if hits else lines[-1]
 
 
 def print_problems(problems: list[Problem], stream: TextIO | None = None) -> None:
