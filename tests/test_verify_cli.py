@@ -192,13 +192,14 @@ def test_record_on_a_gpu_names_the_environment_and_rewrites_in_place(capsys, tmp
     assert data["status"] == "reproduced" and data["fix_status"] == ""
 
 
-def test_record_without_a_place_exits_2_before_running(capsys, monkeypatch):
+def test_record_from_an_installed_kb_writes_under_the_current_folder(capsys, monkeypatch, tmp_path):
+    """After `pip install .` there is no checkout of kb's own: `kb verify --record` (as the
+    README shows it) records into ./evidence, and says where, instead of exiting 2."""
     monkeypatch.setattr(kb.paths, "repo_evidence_dir", lambda: None)
-    monkeypatch.setattr(
-        kb.verify.verifier, "verify_many", lambda *a, **k: pytest.fail("ran anyway")
-    )
+    monkeypatch.chdir(tmp_path)
     code, _, err = run(capsys, "--record", "fake-illegal-access")
-    assert code == 2 and "--evidence-dir" in err
+    assert code == 0 and (tmp_path / "evidence" / "fake-illegal-access").is_dir()
+    assert f"records go to {tmp_path / 'evidence'}" in err
 
 
 def test_record_defaults_to_the_repo_evidence_dir(capsys, monkeypatch, tmp_path):

@@ -455,7 +455,8 @@ def _args_verify(sp: argparse.ArgumentParser) -> None:
     sp.add_argument(
         "--evidence-dir",
         metavar="DIR",
-        help="where --record writes (default: the repo's evidence/)",
+        help="where --record writes (default: the checkout's evidence/; for an installed kb, "
+        "./evidence)",
     )
     sp.add_argument(
         "--trust", action="store_true", help="also run repros of your own (local) entries"

@@ -2,7 +2,7 @@
 
 Exit codes: 0 every repro that ran did what its entry says (skipped ones are not failures),
 1 something that should reproduce did not (not-reproduced, fix-failed, timeout, error),
-2 usage (unknown id, nothing selected, no place to record), 130 interrupted.
+2 usage (unknown id, nothing selected), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -264,11 +264,13 @@ def run_verify(args) -> int:
     if args.record:
         record_root = Path(args.evidence_dir) if args.evidence_dir else paths.repo_evidence_dir()
         if record_root is None:
+            # An installed kb (`pip install .`) has no checkout of its own to record into: the
+            # records go to ./evidence, the checkout's own folder when run from a clone's root.
+            record_root = Path("evidence")
             _err(
-                "--record needs --evidence-dir DIR here: kb runs from an installed package, "
-                "not a source checkout with an evidence/ folder"
+                f"records go to {record_root.resolve()} (kb runs from an installed package; "
+                "--evidence-dir DIR puts them elsewhere)"
             )
-            return EXIT_USAGE
 
     kb = load(args.kb_dir)
     entries, problem = select_entries(kb, args.ids, args.area, args.tag)
