@@ -229,6 +229,41 @@ def check_data(folder: str | None = None) -> list[Problem]:
                         _file_problem(jobs.path, "KB009", f"example '{_short(ex)}' is not matched")
                     )
     out += _check_collectives(data.collectives)
+    out += _check_failure_events(data.events)
+    return out
+
+
+def _check_failure_events(events) -> list[Problem]:
+    """failure-events.yaml: every example of a line rule is read by that very rule (the first
+    that matches decides), and every form's example by its form."""
+    if events is None:
+        return []
+    import re
+
+    from kb.diagnosis.root import rule_of
+
+    out: list[Problem] = []
+    for r in events.lines:
+        for ex in r.examples:
+            got = rule_of(ex, events)
+            if got != r.id:
+                said = f"read by '{got}'" if got else "read by no rule"
+                out.append(
+                    _file_problem(
+                        events.path,
+                        "KB009",
+                        f"example '{_short(ex)}' of line rule '{r.id}' is {said}",
+                        "widen the rule, or move it above the one that reads it first",
+                    )
+                )
+    for name, pattern, examples in events.forms:
+        for ex in examples:
+            if not re.search(pattern, ex):
+                out.append(
+                    _file_problem(
+                        events.path, "KB009", f"example '{_short(ex)}' of {name} is not matched"
+                    )
+                )
     return out
 
 
@@ -284,7 +319,7 @@ def same_level_claims(
             if mine is None:
                 continue
             for m, key in order:
-                if m.id == e.id or m.id in seen or key[:4] != mine[:4]:
+                if m.id == e.id or m.id in seen or key[:-1] != mine[:-1]:
                     continue
                 seen.add(m.id)
                 out.append(

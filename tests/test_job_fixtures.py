@@ -82,7 +82,8 @@ def test_fixture_json_through_the_cli():
     d = json.loads(out.stdout)
     assert d["job"]["root"]["rank"] == 1 and d["job"]["root"]["kind"] == "desync"
     assert d["job"]["root"]["evidence_rank"] == 0
-    assert [(r["rank"], r["role"]) for r in d["job"]["ranks"]] == [(0, "consequence"), (1, "root")]
+    # The ranks in the job's one order (JobView.in_order), as the text and the TUI show them.
+    assert [(r["rank"], r["role"]) for r in d["job"]["ranks"]] == [(1, "root"), (0, "consequence")]
     assert d["job"]["desync"]["missing_ranks"] == [1]
     assert d["job"]["torchrun"]["root_rank"] == 0
     assert {f["rank"] for f in d["job"]["torchrun"]["failures"]} == {0, 1}

@@ -26,16 +26,6 @@ from kb import (
     replace,
 )
 
-# Where a rank's row goes after the root cause: other roots, ranks with their own failure, then
-# the ones that only suffered another's.
-PART_ORDER = {
-    Part.ROOT_CAUSE: 0,
-    Part.ROOT_TOO: 1,
-    Part.ALSO_FAILED: 2,
-    Part.CONSEQUENCE: 3,
-    Part.WAITED: 4,
-    Part.NO_FAILURE: 5,
-}
 # A root found by the collectives, not by an error of its own: named by what it did.
 COLLECTIVE_FAULTS = (
     FaultKind.STALLED,
@@ -165,8 +155,7 @@ def job_of(engine: Engine, looked: JobLookup, top: int) -> JobInfo | None:
     if job is None:
         return None
     by_line: dict[str, LookupResult] = {}
-    rows = [_row(engine, job, v, by_line, top) for v in job.ranks]
-    rows.sort(key=lambda r: (not r.is_root, PART_ORDER.get(r.part, 6), _rank_key(r)))
+    rows = [_row(engine, job, v, by_line, top) for v in job.in_order()]
     left_out = tuple(f"not read: {p}" for p in job.problems)
     return JobInfo(
         kind=job.kind,
@@ -219,7 +208,3 @@ def _row(
         match=match,
         lookup=lookup,
     )
-
-
-def _rank_key(r: RankRow) -> tuple[bool, int, str]:
-    return (r.rank is None, r.rank if r.rank is not None else 0, r.host or "")

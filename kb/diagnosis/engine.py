@@ -73,6 +73,9 @@ class LookupResult:
     # The log's first failure, whether or not an entry knows it (kb.diagnosis.root); None when
     # the input shows no failure.
     root: RootFailure | None = None
+    # Matches that stand only on what followed from an initiating root failure no entry knows
+    # (a peer's timeout, the shell's `Killed`): never the answer, said beside the root.
+    followers: list[Match] = field(default_factory=list)
 
     @property
     def best(self) -> Match | None:
@@ -222,13 +225,29 @@ class Engine:
         facts = extract_facts(s.lines, self.data.wrappers)
         owners = self.owners
         hits += _code_hits(kb, facts, owners)
-        root_failure = find_root(s, consequence=_consequences(hits)) if root else None
+        root_failure = (
+            find_root(s, consequence=_consequences(hits), rules=getattr(self.data, "events", None))
+            if root
+            else None
+        )
         # The message catalog reads what no specific entry claimed (kb.diagnosis.catalog_match).
         catalog = read_catalog(kb, self.signatures, s, hits, root_failure)
         hits = catalog.hits
         have = {h.entry.id for h in hits}
         numbers = _number_matches(kb, facts, have, owners)
-        matches = rank_matches(hits, self.signatures.order, numbers)
+        # The root's answer leads (docs/ordering.md, key 0): with an initiating failure in the
+        # log, a match that stands only on what followed from it comes after the rest, and is no
+        # answer at all when nothing else matched (a `Killed` after an exception no entry knows
+        # is not the OOM killer: the root line is all kb can say).
+        after = _followers(catalog.root)
+        matches = rank_matches(hits, self.signatures.order, numbers, after)
+        followers: list[Match] = []
+        if after is not None and matches:
+            led = [m for m in matches if not _follows(m, after)]
+            if led:
+                matches = led + [m for m in matches if _follows(m, after)]
+            else:
+                matches, followers = [], matches
         suggestions: list[Match] = []
         # A CUDA code the log states exactly that no entry owns: the code table explains it in
         # the diagnosis, and a full-text guess would only name a neighbour.
@@ -277,6 +296,7 @@ class Engine:
             warnings,
             s.skimmed,
             catalog.root,
+            followers[:top],
         )
 
     def _readings(self, hits: list[Hit], named: set[str], s: Scan) -> list[Reading]:
@@ -339,6 +359,26 @@ class Engine:
                 )
             )
         return out
+
+
+def _followers(root: RootFailure | None) -> frozenset[int] | None:
+    """The line numbers of what followed from an initiating root failure, or None when the log
+    shows none (kb.diagnosis.rank, key 0)."""
+    if root is None or root.role != "initiating":
+        return None
+    return frozenset(n for _, n in root.followers)
+
+
+def _follows(m: Match, after: frozenset[int]) -> bool:
+    if m.entry.consequence or (m.signature and _sig_consequence(m)):
+        return True
+    lines = {m.line_number, *(h.line_number for h in m.hits)} - {0}
+    return bool(lines) and lines <= after
+
+
+def _sig_consequence(m: Match) -> bool:
+    sig = m.entry.signature(m.signature or "")
+    return bool(sig is not None and sig.consequence)
 
 
 def _consequences(hits: list[Hit]):

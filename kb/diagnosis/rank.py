@@ -3,6 +3,11 @@
 Hits are grouped into one match per entry. Matches are then ordered by these keys, each deciding
 only between matches the ones before it leave tied:
 
+0. The root's answer: when the log shows a failure of its own (the root failure is an
+   initiating one, kb.diagnosis.root), a match that only stands on lines the root reading calls
+   consequences, teardowns or launchers' reports of it (a peer's timeout, the shell's `Killed`
+   after an exception, torchrun's report of the child's exit), or whose entry or signature is a
+   consequence, comes after every match that is neither, whatever its level.
 1. Level: high, then medium, then low. A hit has its signature's `level`; a line that only
    matched cut off or retyped in another case (a partial hit) is one level lower; a CUDA code
    stated in a wrapper counts as high (medium when its text was cut), a bare number as medium or
@@ -54,19 +59,28 @@ def hit_level(h: Hit) -> int:
     return min(lv + 1, len(LEVELS) - 1) if h.partial else lv
 
 
-Key = tuple[int, bool, int, int, int]  # level, generic, role, line, the knowledge base's order
+# after the root, level, generic, role, line, the knowledge base's order
+Key = tuple[int, int, bool, int, int, int]
 
 
 def rank(
-    hits: Iterable[Hit], order: dict[tuple[str, str], int], extra: Iterable[Match] = ()
+    hits: Iterable[Hit],
+    order: dict[tuple[str, str], int],
+    extra: Iterable[Match] = (),
+    after_root: frozenset[int] | None = None,
 ) -> list[Match]:
     """One match per entry of the hits, with `extra` matches made elsewhere (bare numbers), in
-    the order this module states. `order`: the knowledge base's (entry, signature) order."""
-    return [m for m, _ in ranked(hits, order, extra)]
+    the order this module states. `order`: the knowledge base's (entry, signature) order.
+    `after_root`: when the log shows an initiating failure, the line numbers of the failures
+    that followed from it (key 0); None when it shows none."""
+    return [m for m, _ in ranked(hits, order, extra, after_root)]
 
 
 def ranked(
-    hits: Iterable[Hit], order: dict[tuple[str, str], int], extra: Iterable[Match] = ()
+    hits: Iterable[Hit],
+    order: dict[tuple[str, str], int],
+    extra: Iterable[Match] = (),
+    after_root: frozenset[int] | None = None,
 ) -> list[tuple[Match, Key]]:
     """rank(), each match with the key it was ordered by (lint reads the keys: KB020)."""
     hits = sorted(
@@ -85,7 +99,7 @@ def ranked(
         cands.append(_Candidate(shown, hs, lv, tiebreak))
     for i, m in enumerate(extra):
         cands.append(_Candidate(None, [], level_index(m.confidence), _NUMBER + i, m))
-    return _ordered(cands)
+    return _ordered(cands, after_root)
 
 
 class _Candidate:
@@ -144,9 +158,10 @@ class _Candidate:
         )
 
 
-def _ordered(cands: list[_Candidate]) -> list[tuple[Match, Key]]:
+def _ordered(cands: list[_Candidate], after_root: frozenset[int] | None) -> list[tuple[Match, Key]]:
     level = {c.entry.id: c.level for c in cands}
     role: dict[str, int] = {}
+    consequent: set[str] = set()
     for c in cands:
         # A catalog hit through an entry's own signature (kb.diagnosis.catalog_match) keeps its
         # roles; the catalog's family mappings name no signature of the entry (None here).
@@ -158,6 +173,8 @@ def _ordered(cands: list[_Candidate]) -> list[tuple[Match, Key]]:
             level[c.entry.id] = max(c.level, min(causes))
         consequence = (sig.consequence if sig else "") or c.entry.consequence
         role[c.entry.id] = 1 if causes or consequence else 0
+        if consequence:
+            consequent.add(c.entry.id)
     # The strongest specific match on each line, for the generic matches on it.
     specific: dict[int, int] = {}
     for c in cands:
@@ -167,12 +184,29 @@ def _ordered(cands: list[_Candidate]) -> list[tuple[Match, Key]]:
     for c in cands:
         if c.entry.generic and c.line_number in specific:
             level[c.entry.id] = max(level[c.entry.id], specific[c.line_number])
+
+    def follows(c: _Candidate) -> int:
+        if after_root is None:
+            return 0
+        lines = c.lines() - {0}
+        return 1 if c.entry.id in consequent or (lines and lines <= after_root) else 0
+
     keyed = [
-        (c, (level[c.entry.id], c.entry.generic, role[c.entry.id], c.line_number, c.tiebreak))
+        (
+            c,
+            (
+                follows(c),
+                level[c.entry.id],
+                c.entry.generic,
+                role[c.entry.id],
+                c.line_number,
+                c.tiebreak,
+            ),
+        )
         for c in cands
     ]
     keyed.sort(key=lambda ck: ck[1])
-    return [(c.match(round(_POINTS[key[0]] - i / 100, 2)), key) for i, (c, key) in enumerate(keyed)]
+    return [(c.match(round(_POINTS[key[1]] - i / 100, 2)), key) for i, (c, key) in enumerate(keyed)]
 
 
 def _captures(shown: Hit, hs: list[Hit]) -> dict[str, str]:

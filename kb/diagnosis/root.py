@@ -60,6 +60,8 @@ TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold s
 if TYPE_CHECKING:
     from typing import Any
 
+    from kb.knowledge.data import FailureEvents, LineRule
+
     Consequence = Callable[[str], str | None]
 
 MAX_MESSAGE_LINES = 12
@@ -110,103 +112,62 @@ _MENTION = _Lazy(
     r"(?:^|[\s`'\"(>:：*_#|])(?P<type>(?:[A-Za-z_]\w*\.)*_*[A-Z]\w*(?:Error|Exception|Interrupt))"
     r"(?:\s*[:：]\s*(?P<msg>.*)|[`'\"]?\s*$)"
 )
-_CXX = _Lazy(r"terminate called after throwing an instance of '(?P<type>[^']+)'")
-_WHAT = _Lazy(r"^what\(\):\s*(?P<msg>.*)$")
 _MP_MARK = _Lazy(r"^-- Process (?P<n>\d+) terminated with the following error:$")
 _CAUGHT = _Lazy(r"^Caught (?P<inner>\w+) (?P<where>in .+?)\.?$")
 _IGNORED = "Exception ignored in"
 
-# Signals, as shells and Python report them (bash's job report "line 1: 123 Killed  python x.py",
-# zsh's "zsh: killed  python x.py", a bare "Killed"; glibc's strsignal texts, some translated).
-_SIG_TEXT = {
-    "killed": "SIGKILL",
-    "segmentation fault": "SIGSEGV",
-    "aborted": "SIGABRT",
-    "abort": "SIGABRT",
-    "bus error": "SIGBUS",
-    "illegal instruction": "SIGILL",
-    "illegal hardware instruction": "SIGILL",
-    "floating point exception": "SIGFPE",
-    "terminated": "SIGTERM",
-    "已杀死": "SIGKILL",
-    "段错误": "SIGSEGV",
-    "已放弃": "SIGABRT",
-    "总线错误": "SIGBUS",
-    "非法指令": "SIGILL",
-    "浮点数例外": "SIGFPE",
-    "speicherzugriffsfehler": "SIGSEGV",
-    "erreur de segmentation": "SIGSEGV",
-}
-_SIG_WORDS = "|".join(sorted((re.escape(w) for w in _SIG_TEXT), key=len, reverse=True))
-_SHELL_SIGNAL = _Lazy(
-    rf"^(?:(?:\S+: )?line \d+:\s+\d+\s+|zsh: |\d+\s+)?(?P<sig>{_SIG_WORDS})"
-    r"(?:\s*\((?:core dumped|核心已转储|Speicherabzug geschrieben)\))?(?P<cmd>\s+\S.*)?$",
-    re.I,
-)
-_FATAL = _Lazy(r"^Fatal Python error: (?P<what>.+)$")
-_SIGNALS = {
-    1: "SIGHUP",
-    2: "SIGINT",
-    3: "SIGQUIT",
-    4: "SIGILL",
-    5: "SIGTRAP",
-    6: "SIGABRT",
-    7: "SIGBUS",
-    8: "SIGFPE",
-    9: "SIGKILL",
-    10: "SIGUSR1",
-    11: "SIGSEGV",
-    12: "SIGUSR2",
-    13: "SIGPIPE",
-    14: "SIGALRM",
-    15: "SIGTERM",
-}
-# Launchers and schedulers (torch/distributed/elastic/multiprocessing/api.py, Slurm, DeepSpeed).
-_TORCHRUN_FAILED = _Lazy(
-    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
-)
-_SRUN = _Lazy(r"^srun: error: (?P<node>\S+): tasks? (?P<task>[\d,-]+): (?P<what>.+?)\s*$")
-_SLURM_CANCEL = _Lazy(
-    r"\*\*\* (?:JOB|STEP) (?P<id>\S+) ON (?P<node>\S+) CANCELLED AT (?P<at>\S+)"
-    r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*"
-)
-_DS_EXIT = _Lazy(r"exits with return code = (?P<code>-?\d+)")
-# Builds (a C++/CUDA extension, torch's JIT cpp_extension, Triton's launcher stub): the first
-# compiler error is the failure; the build tool's stop and setuptools' failed command follow it
-# (gcc/clang "file:12:5: error:", nvcc "file(12): error:", MSVC "file(12): error C2065:").
-_COMPILER_ERROR = _Lazy(
-    r"^(?P<file>(?:[A-Za-z]:)?[^\s:()]+?)(?::\d+(?::\d+)?|\(\d+\)): (?:fatal )?error(?: [A-Z]+\d+)?: "
-    r"(?P<msg>.+)$"
-)
-_BUILD_STOP = _Lazy(
-    r"^(?:ninja: build stopped: (?P<ninja>.+)"
-    r"|make(?:\[\d+\])?: \*\*\* \[(?P<target>[^\]]+)\] Error (?P<code>\d+)"
-    r"|error: command '(?P<cmd>[^']+)' failed with exit (?:status|code) (?P<status>-?\d+))$"
-)
-# The interpreter itself, before any code ran (CPython's Modules/main.c): the script named on
-# the command line cannot be opened. It exits with status 2; there is no traceback.
-_CANT_OPEN = _Lazy(
-    r"^(?P<prog>\S+): can't open file (?P<file>'[^']*'|\"[^\"]*\"): "
-    r"\[Errno (?P<errno>\d+)\] (?P<msg>.+)$"
-)
-# The kernel (dmesg, journalctl, a cluster's health log) and Slurm's relay of the OOM killer.
-_KERNEL = _Lazy(
-    r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<xid>\d+)"
-    r"|(?:Memory cgroup )?[Oo]ut of memory: Kill(?:ed)? process (?P<pid>\d+)"
-    r"|invoked oom-killer|\boom-kill:|Detected \d+ oom[_-]kill event"
-    r"|\bsegfault at [0-9a-f]+ ip [0-9a-f]+"
-)
-_EXIT = _Lazy(
-    r"\b(?:exit(?:ed)?|finished|completed|failed)\b[^\n]{0,40}?\b(?:exit )?(?:code|status)"
-    r"[ :=]+(?P<code>-?\d+)(?:\s*\(interrupted by signal (?P<sig>\d+))?",
-    re.I,
-)
-# Signals and exit codes said inside an exception's message.
-_MSG_SIGNAL = _Lazy(
-    r"got signal: (?P<n>\d+)|terminated with signal (?P<name>SIG\w+)|killed by signal: (?P<text>[\w ]+)"
-    r"|died with <Signals\.(?P<sname>SIG\w+)|Signal (?P<n2>\d+) \(SIG\w+\) received"
-)
-_MSG_EXIT = _Lazy(r"(?:exit status|exit code|exitcode:?) (?P<code>-?\d+)")
+
+# The wordings of the failures that are lines of their own (signals, launchers, the kernel,
+# builds, exit statuses) and their roles are data: kb/data/failure-events.yaml, given by the
+# engine (kb.knowledge.data.FailureEvents). What stays here is the grammar of Python's own
+# tracebacks above.
+class _Rules:
+    """failure-events.yaml, each regex compiled on first use."""
+
+    __slots__ = ("by_id", "events", "lines", "rx", "signals", "stopped", "words")
+
+    def __init__(self, events: FailureEvents):
+        self.events = events
+        self.words = events.signal_words
+        self.signals = events.signals
+        self.stopped = events.stopped_by_others
+        self.lines = tuple(r for r in events.lines if r.id != "cxx-what")
+        self.by_id = {r.id: r for r in events.lines}
+        self.rx: dict[str, re.Pattern] = {}
+
+    def compiled(self, name: str, pattern: str, flags: str = "") -> re.Pattern:
+        rx = self.rx.get(name)
+        if rx is None:
+            rx = self.rx[name] = re.compile(pattern, re.I if "i" in flags else 0)
+        return rx
+
+    def read(self, r: LineRule, t: str, low: str) -> re.Match | None:
+        """The rule's match on a line, when the line holds one of its keys."""
+        hay = low if r.lower else t
+        if not any(k in hay for k in r.keys):
+            return None
+        return self.compiled(r.id, r.pattern, r.flags).search(t)
+
+    def form(self, name: str, text: str) -> re.Match | None:
+        return self.compiled(name, getattr(self.events, name)).search(text)
+
+
+_RULES: dict[int, _Rules] = {}
+
+
+def _rules(events: FailureEvents | None) -> _Rules:
+    if events is None:
+        from kb.knowledge.data import bundled, load_data
+
+        # A cache written before this file existed has none: read the file itself.
+        events = getattr(bundled(), "events", None) or load_data().events
+        if events is None:
+            raise RuntimeError("kb/data/failure-events.yaml could not be read (`kb lint` says why)")
+    r = _RULES.get(id(events))
+    if r is None or r.events is not events:
+        r = _RULES[id(events)] = _Rules(events)
+    return r
+
 
 # Wrappers: (what prints them, how to tell them). Their original follows them ("after") or was
 # printed before them ("report").
@@ -316,6 +277,7 @@ class _Event:
 
     __slots__ = (
         "consequence",
+        "ending",
         "exception",
         "exit_code",
         "frames",
@@ -329,9 +291,12 @@ class _Event:
         "number",
         "rank",
         "report",
+        "role",
         "signal",
         "source",
         "span",
+        "stopped",
+        "torn",
         "truncated",
         "wrapper",
     )
@@ -356,6 +321,10 @@ class _Event:
         self.source = 0
         self.held: Line | None = None  # the scan's line, when it holds a summary block
         self.span = 0  # lines after its own that its message went on over
+        self.ending = False  # a shell's or runtime's word for how the process ended
+        self.torn = False  # a report of a signal the log shows as a teardown
+        self.stopped = False  # its signal is one others stop a process with (SIGTERM...)
+        self.role = "initiating"  # set by _roles once the whole input is read
         for k, v in kw.items():
             setattr(self, k, v)
 
@@ -435,7 +404,8 @@ def _exception_line(text: str) -> bool:
 
 
 class _Reader:
-    def __init__(self, items: list[Item], source: int, rank: int | None):
+    def __init__(self, items: list[Item], source: int, rank: int | None, rules: _Rules):
+        self.rules = rules
         self.items = items
         self.source = source
         self.rank = rank
@@ -573,7 +543,7 @@ class _Reader:
         if len(ev.message) > MAX_MESSAGE:
             ev.message = ev.message[:MAX_MESSAGE]
         ev.wrapper = _wrapper_of(ev.exception, ev.message)
-        _signal_in(ev, ev.message)
+        _signal_in(ev, ev.message, self.rules)
         if ev.wrapper in ("torchrun", "subprocess") or ev.exception.endswith(
             ("ProcessExitedException", "SignalException")
         ):
@@ -603,6 +573,7 @@ class _Reader:
                 or t.startswith((_CAUSE, _CONTEXT, _IGNORED, "Exception raised from", "frame #"))
                 or _MP_MARK.get().match(t)
                 or (d <= d0 and _EXC_ALONE.get().match(t))
+                or (d <= d0 and _shell_signal(t, self.rules))
                 or (ln is not None and ln.prefix.strip() not in ("", prefix0))
             ):
                 break
@@ -642,7 +613,7 @@ class _Reader:
                 if m:
                     ev.exit_code = int(m.group(1))
                     if ev.exit_code < 0:
-                        ev.signal = _SIGNALS.get(-ev.exit_code, "")
+                        ev.signal = self.rules.signals.get(-ev.exit_code, "")
             elif s.startswith("traceback") and _HEADER in s:
                 items: list[Item] = [(number, 0, _HEADER + ":", None)]
                 for k2 in range(k + 1, len(lines)):
@@ -653,7 +624,7 @@ class _Reader:
                     body = raw.lstrip(" ")
                     if body.strip():
                         items.append((ln.number + 1 + k2, len(raw) - len(body), body.strip(), None))
-                found = _Reader(items, self.source, self.rank).read()
+                found = _Reader(items, self.source, self.rank, self.rules).read()
                 break
         shown = signal_line or exit_line
         if shown is not None and not found:
@@ -668,97 +639,19 @@ class _Reader:
         m = _EXC_ALONE.get().match(t)
         if m:
             return self._exception(i, m)[0]
-        # Each pattern only where a cheap substring test says it can match: a long log hands
-        # thousands of lines here, and most are none of these.
+        # The rules of failure-events.yaml in their order, each only where its cheap key test
+        # says it can match: a long log hands thousands of lines here, and most are none of these.
         low = t.lower()
-        m = _CXX.get().search(t) if "terminate called" in t else None
-        if m:
-            ev = _Event(RootKind.EXCEPTION, n, t, exception=m.group("type"))
-            for k in range(i + 1, min(i + 4, len(self.items))):
-                w = _WHAT.get().match(self.items[k][2])
-                if w:
-                    ev.message = w.group("msg").strip()
-                    ev.line, ev.number = self.items[k][2], self.items[k][0]
-                    break
-            return ev
-        m = _FATAL.get().match(t) if t.startswith("Fatal Python") else None
-        if m:
-            what = m.group("what").strip()
-            sig = _SIG_TEXT.get(what.lower(), "SIGABRT")  # Python's fatal errors abort()
-            ev = _Event(RootKind.SIGNAL, n, t, message=what, signal=sig)
-            ev.frames, ev.span = self._faulthandler(i)
-            return ev
-        m = _SHELL_SIGNAL.get().match(t) if any(w in low for w in _SIG_TEXT) else None
-        if m and (m.group("cmd") is None or re.match(r"^\s{2,}|^\s+\S", m.group("cmd"))):
-            word = m.group("sig").lower()
-            if word in ("terminated", "aborted") and m.group("cmd") is None and len(t) > 40:
+        R = self.rules
+        for r in R.lines:
+            m = R.read(r, t, low)
+            if m is None:
+                continue
+            ev = getattr(self, "_on_" + r.id.replace("-", "_"))(r, m, i, n, t)
+            if ev is _DECLINED:
                 return None
-            return _Event(RootKind.SIGNAL, n, t, signal=_SIG_TEXT[word], message=t)
-        m = (
-            _KERNEL.get().search(t)
-            if "xid" in low or "oom" in low or "out of memory: kill" in low or "segfault" in low
-            else None
-        )
-        if m:
-            return _Event(RootKind.KERNEL, n, t, message=t)
-        m = _SLURM_CANCEL.get().search(t) if "CANCELLED AT" in t else None
-        if m:
-            why = (m.group("why") or "").strip()
-            return _Event(
-                RootKind.LAUNCHER,
-                n,
-                t,
-                message=f"cancelled{' due to ' + why.lower() if why else ''}",
-            )
-        m = _COMPILER_ERROR.get().match(t) if "error" in t and ": " in t else None
-        if m:
-            return _Event(RootKind.BUILD, n, t, message=m.group("msg").strip())
-        m = (
-            _BUILD_STOP.get().match(t)
-            if t.startswith(("ninja: build stopped", "make", "error: command"))
-            else None
-        )
-        if m:
-            ev = _Event(RootKind.BUILD, n, t, message=t)
-            code = m.group("code") or m.group("status")
-            if code is not None:
-                _exit(ev, int(code))
-            return ev
-        m = _CANT_OPEN.get().match(t) if "can't open file" in t else None
-        if m:
-            ev = _Event(RootKind.EXIT_STATUS, n, t, message=t)
-            _exit(ev, 2)
-            return ev
-        m = _TORCHRUN_FAILED.get().search(t) if "failed (exitcode" in t else None
-        if m:
-            ev = _Event(RootKind.LAUNCHER, n, t, wrapper="torchrun", report=True, message=t)
-            _exit(ev, int(m.group("code")))
-            return ev
-        m = _SRUN.get().match(t) if t.startswith("srun: ") else None
-        if m:
-            ev = _Event(RootKind.LAUNCHER, n, t, wrapper="srun", report=True, message=t)
-            what = m.group("what")
-            word = what.split(" (")[0].lower()
-            if word in _SIG_TEXT:
-                ev.signal = _SIG_TEXT[word]
-            else:
-                c = re.search(r"exit code (-?\d+)", what)
-                if c:
-                    _exit(ev, int(c.group(1)))
-            return ev
-        m = _DS_EXIT.get().search(t) if "exits with return code" in t else None
-        if m and int(m.group("code")) != 0:
-            ev = _Event(RootKind.LAUNCHER, n, t, wrapper="deepspeed", report=True, message=t)
-            _exit(ev, int(m.group("code")))
-            return ev
-        m = _EXIT.get().search(t) if ("code" in low or "status" in low) else None
-        if m and int(m.group("code")) != 0:
-            ev = _Event(RootKind.EXIT_STATUS, n, t, message=t, report=True)
-            if m.group("sig"):
-                ev.kind, ev.signal = RootKind.SIGNAL, _SIGNALS.get(int(m.group("sig")), "")
-                ev.report = False
-            _exit(ev, int(m.group("code")), shell=True)
-            return ev
+            if ev is not None:
+                return ev
         named = "Error" in t or "Exception" in t or "Interrupt" in t
         m = _MENTION.get().search(t) if named else None
         if m and not m.group("type").endswith("Warning"):
@@ -771,6 +664,96 @@ class _Reader:
                 RootKind.EXCEPTION, n, t, exception=m.group("type"), message=msg, mention=True
             )
         return None
+
+    # ------------------------------------------------------------ one handler per line rule
+    def _on_cxx_terminate(self, r: LineRule, m: re.Match, i: int, n: int, t: str) -> _Event:
+        ev = _Event(RootKind.EXCEPTION, n, t, exception=m.group("type"))
+        what = self.rules.by_id["cxx-what"]
+        for k in range(i + 1, min(i + 4, len(self.items))):
+            text = self.items[k][2]
+            w = self.rules.read(what, text, text.lower())
+            if w:
+                ev.message = w.group("msg").strip()
+                ev.line, ev.number = text, self.items[k][0]
+                break
+        return ev
+
+    def _on_fatal_python(self, r: LineRule, m: re.Match, i: int, n: int, t: str) -> _Event:
+        what = m.group("what").strip()
+        sig = self.rules.words.get(what.lower(), "SIGABRT")  # Python's fatal errors abort()
+        ev = _Event(_kind(r), n, t, message=what, signal=sig, ending=r.role == "ending")
+        ev.frames, ev.span = self._faulthandler(i)
+        return ev
+
+    def _on_shell_signal(self, r: LineRule, m: re.Match, i: int, n: int, t: str):
+        word = m.group("sig").lower()
+        if word in ("terminated", "aborted") and m.group("cmd") is None and len(t) > 40:
+            return _DECLINED  # a sentence that ends in the word, not a shell's report
+        sig = self.rules.words[word]
+        return _Event(_kind(r), n, t, signal=sig, message=t, ending=r.role == "ending")
+
+    def _on_kernel(self, r: LineRule, m: re.Match, i: int, n: int, t: str) -> _Event:
+        return _Event(_kind(r), n, t, message=t)
+
+    def _on_slurm_cancel(self, r: LineRule, m: re.Match, i: int, n: int, t: str) -> _Event:
+        why = (m.group("why") or "").strip()
+        said = f"cancelled{' due to ' + why.lower() if why else ''}"
+        return _Event(_kind(r), n, t, message=said)
+
+    def _on_compiler_error(self, r: LineRule, m: re.Match, i: int, n: int, t: str):
+        if ": " not in t:
+            return None
+        return _Event(_kind(r), n, t, message=m.group("msg").strip())
+
+    def _on_build_stop(self, r: LineRule, m: re.Match, i: int, n: int, t: str) -> _Event:
+        ev = _Event(_kind(r), n, t, message=t)
+        code = m.group("code") or m.group("status")
+        if code is not None:
+            _exit(ev, int(code), self.rules)
+        return ev
+
+    def _on_cant_open(self, r: LineRule, m: re.Match, i: int, n: int, t: str) -> _Event:
+        ev = _Event(_kind(r), n, t, message=t)
+        _exit(ev, 2, self.rules)
+        return ev
+
+    def _report(self, r: LineRule, n: int, t: str) -> _Event:
+        return _Event(_kind(r), n, t, wrapper=r.launcher, report=r.role == "report", message=t)
+
+    def _on_torchrun_failed(self, r: LineRule, m: re.Match, i: int, n: int, t: str) -> _Event:
+        ev = self._report(r, n, t)
+        _exit(ev, int(m.group("code")), self.rules)
+        return ev
+
+    def _on_srun(self, r: LineRule, m: re.Match, i: int, n: int, t: str) -> _Event:
+        ev = self._report(r, n, t)
+        what = m.group("what")
+        word = what.split(" (")[0].lower()
+        if word in self.rules.words:
+            ev.signal = self.rules.words[word]
+        else:
+            c = self.rules.form("srun_exit", what)
+            if c:
+                _exit(ev, int(c.group("code")), self.rules)
+        return ev
+
+    def _on_deepspeed_exit(self, r: LineRule, m: re.Match, i: int, n: int, t: str):
+        if int(m.group("code")) == 0:
+            return None
+        ev = self._report(r, n, t)
+        _exit(ev, int(m.group("code")), self.rules)
+        return ev
+
+    def _on_exit_status(self, r: LineRule, m: re.Match, i: int, n: int, t: str):
+        if int(m.group("code")) == 0:
+            return None
+        ev = _Event(_kind(r), n, t, message=t, report=r.role == "report", ending=True)
+        if m.group("sig"):
+            ev.kind = RootKind.SIGNAL
+            ev.signal = self.rules.signals.get(int(m.group("sig")), "")
+            ev.report = False
+        _exit(ev, int(m.group("code")), self.rules, shell=True)
+        return ev
 
     def _faulthandler(self, i: int) -> tuple[list[Frame], int]:
         """faulthandler's dump after a fatal error: the current thread's frames (most recent
@@ -796,42 +779,71 @@ class _Reader:
         return frames, span
 
 
-def _exit(ev: _Event, code: int, shell: bool = False) -> None:
+_DECLINED = object()  # a handler's word that the line is no failure, and no later rule may read it
+
+
+def _kind(r: LineRule) -> RootKind:
+    return RootKind(r.kind)
+
+
+def _shell_signal(t: str, rules: _Rules) -> bool:
+    """A shell's report of how a process ended ("Killed", "bash: line 1: 1684 Killed  python3
+    x.py"): a line of its own, never a line of an exception's message."""
+    return rules.read(rules.by_id["shell-signal"], t, t.lower()) is not None
+
+
+def _exit(ev: _Event, code: int, rules: _Rules, shell: bool = False) -> None:
     ev.exit_code = code
     if code < 0:
-        ev.signal = ev.signal or _SIGNALS.get(-code, "")
+        ev.signal = ev.signal or rules.signals.get(-code, "")
     elif shell and code > 128 and not ev.signal:
-        ev.signal = _SIGNALS.get(code - 128, "")
+        ev.signal = rules.signals.get(code - 128, "")
 
 
-def _signal_in(ev: _Event, message: str) -> None:
+def _signal_in(ev: _Event, message: str, rules: _Rules) -> None:
     low = message.lower()
     if "signal" not in low and "exit" not in low:
         return
-    m = _MSG_SIGNAL.get().search(message)
+    m = rules.form("message_signal", message)
     if m:
         if m.group("n") or m.group("n2"):
-            ev.signal = _SIGNALS.get(int(m.group("n") or m.group("n2")), "")
+            ev.signal = rules.signals.get(int(m.group("n") or m.group("n2")), "")
         elif m.group("name") or m.group("sname"):
             ev.signal = m.group("name") or m.group("sname")
         elif m.group("text"):
-            ev.signal = _SIG_TEXT.get(m.group("text").strip().lower(), "")
-    m = _MSG_EXIT.get().search(message)
+            ev.signal = rules.words.get(m.group("text").strip().lower(), "")
+    m = rules.form("message_exit", message)
     if m:
-        _exit(ev, int(m.group("code")))
+        _exit(ev, int(m.group("code")), rules)
+
+
+def rule_of(text: str, events: FailureEvents) -> str | None:
+    """The id of the line rule that reads a line as a failure (kb lint checks each rule's
+    examples with it), or None."""
+    R = _rules(events)
+    low = text.lower()
+    for r in events.lines:
+        m = R.read(r, text, low)
+        if m is not None:
+            return r.id
+    return None
 
 
 # ---------------------------------------------------------------- choosing the root
-def find_root(s: Scan, consequence: Consequence | None = None) -> RootFailure | None:
+def find_root(
+    s: Scan, consequence: Consequence | None = None, rules: FailureEvents | None = None
+) -> RootFailure | None:
     """The root failure of a scanned log, or None when it shows no failure. `consequence`
     gives the class of a line that is a consequence of another failure ("timeout", "sigterm":
     the classes kb.job.consequences names; the engine reads them from the signatures that
-    matched the line), or None."""
+    matched the line), or None. `rules`: the engine's failure-events.yaml (the bundled one when
+    None)."""
     if not s.lines or s.binary:
         return None
+    R = _rules(rules)
     events: list[_Event] = []
     for (source, rank), items in _streams(s.lines).items():
-        events += _Reader(items, source, rank).read()
+        events += _Reader(items, source, rank, R).read()
     events = [e for e in events if not e.ignored]
     if not events:
         return None
@@ -839,6 +851,14 @@ def find_root(s: Scan, consequence: Consequence | None = None) -> RootFailure | 
     if consequence is not None:
         for e in events:
             e.consequence = consequence(e.line) or ""
+    # Lines the engine calls consequences (a watchdog's timeout) are failures a later ending
+    # follows from, whether or not the reader made an event of them.
+    first_consequence: dict[int, int] = {}
+    if consequence is not None:
+        for ln in s.lines:
+            if ln.source not in first_consequence and consequence(ln.text):
+                first_consequence[ln.source] = ln.number
+    _roles(events, first_consequence, R)
     root = min(events, key=lambda e: (_rank(e), e.source, e.number))
     _to_kernel_assertion(root, s.lines)
     chain = _chain(root, events)
@@ -850,34 +870,87 @@ def find_root(s: Scan, consequence: Consequence | None = None) -> RootFailure | 
             continue
         seen.add(e.key)
         others += 1
-    return _record(root, chain, others)
+    followers: tuple[tuple[int, int], ...] = ()
+    if root.role == "initiating" and _rank(root) == 1:
+        followers = tuple(
+            sorted(
+                {
+                    (e.source, e.number)
+                    for e in events
+                    if e is not root
+                    and e.role in ("report", "consequence", "teardown")
+                    and e.number != root.number
+                }
+            )
+        )
+    return _record(root, chain, others, followers)
+
+
+def _roles(events: list[_Event], first_consequence: dict[int, int], R: _Rules) -> None:
+    """Each event's role, in input order: the envelope a wrapper prints its original in
+    (mp.spawn, a DataLoader worker, Ray); a launcher's or wrapper's report of another failure;
+    a consequence (the engine said its line is one: a timeout waiting for a peer...); a
+    teardown: how the process ended (the shell's `Killed`, an exit status, Python's fatal error
+    after the watchdog's abort) printed after another
+    failure of the same input, which it followed from (the OOM killer is confirmed only by the
+    kernel's own line, an initiating event); else initiating, a failure of its own."""
+    failed: set[int] = set()
+    for e in events:
+        e.stopped = e.signal in R.stopped
+        if e.wrapper in _AFTER_WRAPPERS and not e.report:
+            e.role = "wrapper"  # the envelope its original is printed in: no failure of its own
+        elif e.wrapper or e.report:
+            e.role = "report"
+        elif e.consequence:
+            e.role = "consequence"
+        elif e.ending and (
+            e.source in failed or first_consequence.get(e.source, e.number) < e.number
+        ):
+            e.role = "teardown"
+        else:
+            e.role = "initiating"
+        if not e.mention:
+            failed.add(e.source)
+    # A launcher's report of a signal the process's own teardown shows (the watchdog's abort
+    # after a timeout) reports that teardown, not a death of its own.
+    torn = {(e.source, e.signal) for e in events if e.role == "teardown" and e.signal}
+    for e in events:
+        if e.role == "report" and (e.source, e.signal) in torn:
+            e.torn = True
 
 
 _KERNEL_ASSERT = _Lazy(r"Assertion [`'].+[`'] failed")
 
 
 def _to_kernel_assertion(root: _Event, lines: Iterable[Line]) -> None:
-    """A "device-side assert triggered" error is the consequence of a kernel's assert(), whose
-    own line ("Loss.cu:245: ... Assertion `t >= 0 && t < n_classes` failed.") names the file and
-    the condition: that line is the root's line, wherever the kernel's printf left it (the
-    device's output is flushed at the next synchronisation, often after the traceback)."""
-    if root.kind is not RootKind.EXCEPTION or "device-side assert" not in (
-        root.message or root.line
-    ):
+    """A kernel's assert() ("Loss.cu:245: ... Assertion `t >= 0 && t < n_classes` failed.") is
+    the failure every later CUDA error of its process follows from: the "device-side assert
+    triggered" it surfaces as (the device's printf is flushed at the next synchronisation, often
+    after the traceback), or a cascade through another library (cuDNN's or cuBLAS's error at its
+    next call). Its line names the file and the condition, so it is the root's line: wherever it
+    was printed for a device-side assert, printed before the root's line for any other CUDA
+    error of the same stream."""
+    if root.kind is not RootKind.EXCEPTION:
+        return
+    said = root.message or root.line
+    assert_said = "device-side assert" in said
+    if not assert_said and not _CUDA_WORDS.get().search(said):
         return
     for ln in lines:
         if (ln.source, ln.rank) != (root.source, root.rank) or "Assertion" not in ln.text:
             continue
         if ln.number == root.number:
             continue  # the exception's own line, joined with the message lines after it
+        if not assert_said and ln.number > root.number:
+            break
         if _KERNEL_ASSERT.get().search(ln.text):
             root.line, root.number = ln.text, ln.number
             return
 
 
-# Signals a process dies of when someone else stops it (kb.job.consequences' STOPPED_BY_OTHERS);
-# any other signal is its own failure.
-_STOPPED = frozenset(("SIGTERM", "SIGINT", "SIGHUP"))
+_CUDA_WORDS = _Lazy(
+    r"\bCUDA\b|\bcu(?:DNN|BLAS|FFT|SOLVER|SPARSE)\b|CUDNN_STATUS|CUBLAS_STATUS", re.I
+)
 
 
 def _rank(e: _Event) -> int:
@@ -891,8 +964,8 @@ def _rank(e: _Event) -> int:
     if e.truncated and e.report:
         return 6
     if e.wrapper or e.report:
-        return 2 if e.signal and e.signal not in _STOPPED else 4
-    return 3 if e.consequence else 1
+        return 2 if e.signal and not e.stopped and not e.torn else 4
+    return 3 if e.role in ("consequence", "teardown") else 1
 
 
 def _chain(root: _Event, events: list[_Event]) -> list[_Event]:
@@ -917,7 +990,9 @@ def _chain(root: _Event, events: list[_Event]) -> list[_Event]:
     return out[:MAX_CHAIN]
 
 
-def _record(root: _Event, chain: list[_Event], others: int) -> RootFailure:
+def _record(
+    root: _Event, chain: list[_Event], others: int, followers: tuple[tuple[int, int], ...]
+) -> RootFailure:
     frames = tuple(root.frames)
     raising = frames[-1] if frames else None
     user = next((f for f in reversed(frames) if f.origin is Origin.USER), None)
@@ -958,6 +1033,8 @@ def _record(root: _Event, chain: list[_Event], others: int) -> RootFailure:
         truncated=root.truncated,
         consequence=root.consequence,
         others=others,
+        role=root.role if _rank(root) != 4 else "report",
+        followers=followers,
     )
 
 

@@ -81,7 +81,6 @@ _DMESG_T = re.compile(  # dmesg -T: "[Tue Jun  4 10:21:33 2024]"
 )
 _GLOG = re.compile(r"(?:^|\[)[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
 _SYSLOG_TIME = re.compile(r"^([A-Z][a-z]{2}) +(\d{1,2}) (\d\d):(\d\d):(\d\d)\b")
-_EXCEPTION = re.compile(r"(?:^|[\s:\]])((?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)(?::\s.*|\s*$))")
 
 _ENGINES: dict[tuple[str, ...], kb.Engine] = {}
 
@@ -197,7 +196,12 @@ def _fill(row: dict, found, paths: list[str]) -> None:
             action=e.action,
             signature=best.signature,
         )
-    row["exception"] = facts.exception
+    # The root failure the lookup read (kb.diagnosis.root): the same reading as `kb lookup`'s,
+    # never a second pass over the file.
+    lroot = result.root
+    row["exception"] = (
+        lroot.exception.rsplit(".", 1)[-1] if lroot is not None and lroot.exception else None
+    ) or facts.exception
     row["lines"] = result.lines_scanned
     row["bytes"] = result.bytes_scanned
     row["ranks"] = len(view.ranks) if view is not None else 1
@@ -206,17 +210,23 @@ def _fill(row: dict, found, paths: list[str]) -> None:
         row["root_rank"] = root.rank if root is not None else None
         line = (evidence.line if evidence is not None else "") or (best.line if best else "")
     else:
-        row["kind"] = "error" if best is not None else ("exception" if facts.exception else "none")
-        row["root_rank"] = facts.rank
-        line = best.line if best is not None else ""
-    raw: str | None = None  # the root line as the file has it, prefixes and all
+        if best is not None:
+            row["kind"] = "error"
+        elif lroot is not None:
+            row["kind"] = "exception" if lroot.exception else _plain(lroot.kind)
+        else:
+            row["kind"] = "exception" if facts.exception else "none"
+        row["root_rank"] = (
+            lroot.rank if lroot is not None and lroot.rank is not None else facts.rank
+        )
+        line = best.line if best is not None else (lroot.line if lroot is not None else "")
+    raw: str | None = None  # the root line as the file has it, prefixes and all (its time)
     if view is None and len(found.paths) == 1 and not found.paths[0].startswith("<"):
         path = found.paths[0]
         if best is not None and best.line_number:
             raw = _line_at(path, best.line_number, best.line)
-        elif best is None and facts.exception:
-            raw = _last_exception(path, facts.exception)
-            line = line or _exception_text(raw)
+        elif lroot is not None and lroot.line_number:
+            raw = _line_at(path, lroot.line_number, lroot.line)
     row["root_line"] = line[:ROOT_LINE_MAX] if line else None
     host, gpu = _where(result.matches)
     if host is None and view is not None:
@@ -384,23 +394,3 @@ def _line_at(path: str, number: int, text: str) -> str | None:
     except (OSError, EOFError, ValueError, KbError):
         return None
     return None
-
-
-def _last_exception(path: str, name: str) -> str | None:
-    """The last line raising `name` in a log no entry knows: the root failure's line."""
-    last = None
-    key = name.encode()
-    try:
-        for raw in _lines(path):
-            if key in raw:
-                last = raw
-    except (OSError, EOFError, ValueError, KbError):
-        return None
-    return last.decode("utf-8", "replace").rstrip("\r") if last else None
-
-
-def _exception_text(raw: str | None) -> str:
-    if not raw:
-        return ""
-    m = _EXCEPTION.search(raw)
-    return m.group(1).strip() if m else raw.strip()

@@ -246,10 +246,14 @@ def _first_event(
                 if carried is not None:
                     j, cm = carried
                     return _Event("error", None, cm, orig[j], (None, cls, orig[i])), result
-            return _Event("consequence", cls, m, orig[i]), result
+            return _root_event(result, s.lines, orig, i) or _Event(
+                "consequence", cls, m, orig[i]
+            ), result
         if m is not None:
             if _is_consequence_entry(m):
-                return _Event("consequence", consequences.of_match(m), m, orig[i]), result
+                return _root_event(result, s.lines, orig, i) or _Event(
+                    "consequence", consequences.of_match(m), m, orig[i]
+                ), result
             carried = _carried(s.lines, i, strong, m) if not _carries_cuda(m) else None
             if carried is not None:
                 j, cm = carried
@@ -258,8 +262,41 @@ def _first_event(
         if _EXCEPTION.match(text) and "Warning" not in text:
             last_exc = i
     if last_exc is not None:
-        return _Event("exception", None, None, orig[last_exc]), result
+        return _root_event(result, s.lines, orig) or _Event(
+            "exception", None, None, orig[last_exc]
+        ), result
     return None, result
+
+
+def _root_event(
+    result: LookupResult,
+    lines: list[Line],
+    orig: Sequence[SourcedLine],
+    before: int | None = None,
+) -> _Event | None:
+    """The rank's own root failure (kb.diagnosis.root, the reading a one-log lookup gives), when
+    it is an initiating one (printed before line index `before`, a consequence's, when given):
+    answered by whichever entry matched its line, generic entries included (a KeyError is
+    python-key-error here as in a lookup of the line alone)."""
+    root = result.root
+    if root is None or root.role != "initiating" or not root.line_number:
+        return None
+    at = next(
+        (i for i, ln in enumerate(lines) if ln.number == root.line_number and ln.text == root.line),
+        None,
+    )
+    if at is None or (before is not None and at >= before):
+        return None
+    n = root.line_number
+    m = next(
+        (
+            m
+            for m in result.matches
+            if n == m.line_number or any(h.line_number == n for h in m.hits)
+        ),
+        None,
+    )
+    return _Event("error" if m is not None else "exception", None, m, orig[at])
 
 
 def _carried(

@@ -53,6 +53,17 @@ class Part(_Words):
     NO_FAILURE = "no failure seen"
 
 
+# Where a rank goes after the root cause (JobView.in_order).
+PART_ORDER = {
+    Part.ROOT_CAUSE: 0,
+    Part.ROOT_TOO: 1,
+    Part.ALSO_FAILED: 2,
+    Part.CONSEQUENCE: 3,
+    Part.WAITED: 4,
+    Part.NO_FAILURE: 5,
+}
+
+
 class JobKind(_Words):
     """How the job failed: by its root's own failure, or as a desync (ranks waiting for one
     that never came), or it was stopped from outside, or nothing shows."""
@@ -225,6 +236,23 @@ class JobView:
     def root_evidence(self) -> RankVerdict | None:
         return self.evidence or self.root
 
+    def in_order(self) -> tuple[RankVerdict, ...]:
+        """The ranks in the one order text, JSON and the TUI show them (docs/ordering.md): the
+        root cause, the other roots, ranks with a failure of their own, those that failed
+        because another did, those that only waited, the rest; by rank number within each."""
+        return tuple(
+            sorted(
+                self.ranks,
+                key=lambda v: (
+                    v is not self.root,
+                    PART_ORDER.get(v.part, len(PART_ORDER)),
+                    v.rank is None,
+                    v.rank if v.rank is not None else 0,
+                    v.host or "",
+                ),
+            )
+        )
+
     def evidence_of(self, v: RankVerdict) -> RankVerdict:
         """The verdict whose line shows a rank's part: its own, or for a root that failed of
         nothing of its own (a straggler), the line of a rank the dumps show waiting for it: one
@@ -291,7 +319,7 @@ class JobView:
             "roots": [r.to_dict() for r in self.roots],
             "kind": str(self.kind),
             "summary": self.summary,
-            "ranks": [r.to_dict() for r in self.ranks],
+            "ranks": [r.to_dict() for r in self.in_order()],
             "desync": self.desync.to_dict() if self.desync else None,
         }
         if self.groups:

@@ -21,6 +21,7 @@ FILES = {
     "wrappers.yaml": "wrappers.schema.json",
     "job-wordings.yaml": "job-wordings.schema.json",
     "collectives.yaml": "collectives.schema.json",
+    "failure-events.yaml": "failure-events.schema.json",
 }
 
 
@@ -94,6 +95,37 @@ class CollectiveRules:
     path: str = ""
 
 
+@record(frozen=True)
+class LineRule:
+    """One kind of line that is a failure of its own (failure-events.yaml `lines`)."""
+
+    id: str  # the handler that reads its named groups (kb.diagnosis.root)
+    kind: str  # a RootKind value
+    role: str  # initiating | ending | report
+    keys: tuple[str, ...]  # text one of which the line must hold first
+    lower: bool  # the keys are looked for in the lowercased line
+    pattern: str  # placeholders already filled in
+    flags: str = ""
+    launcher: str = ""
+    examples: tuple[str, ...] = ()
+
+
+@record(frozen=True)
+class FailureEvents:
+    """failure-events.yaml as kb.diagnosis.root reads it."""
+
+    signal_words: dict[str, str]
+    signals: dict[int, str]
+    stopped_by_others: frozenset[str]
+    lines: tuple[LineRule, ...]
+    srun_exit: str
+    message_signal: str
+    message_exit: str
+    # the forms' own examples, for lint: (form name, pattern, examples)
+    forms: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    path: str = ""
+
+
 @record
 class KnowledgeData:
     wrappers: WrapperForms | None
@@ -103,6 +135,7 @@ class KnowledgeData:
     # a lookup that meets a CUDA error neither imports json nor parses the file.
     cuda_codes: dict | None = None
     collectives: CollectiveRules | None = None
+    events: FailureEvents | None = None  # failure-events.yaml: kb.diagnosis.root's wordings
 
     def literals(self) -> list[str]:
         """Text every line these forms read holds, for the scan's trigger set."""
@@ -132,6 +165,7 @@ def load_data(folder: str | None = None) -> KnowledgeData:
     w, wpath = got["wrappers.yaml"]
     j, jpath = got["job-wordings.yaml"]
     c, cpath = got["collectives.yaml"]
+    fe, fepath = got["failure-events.yaml"]
     from kb.knowledge import cuda_codes
 
     return KnowledgeData(
@@ -140,6 +174,7 @@ def load_data(folder: str | None = None) -> KnowledgeData:
         problems,
         cuda_codes.table(),
         _collectives(c, cpath) if c is not None else None,
+        _events(fe, fepath) if fe is not None else None,
     )
 
 
@@ -217,3 +252,52 @@ def bundled() -> KnowledgeData:
     if not _CURRENT:
         _CURRENT.append(load_data())
     return _CURRENT[0]
+
+
+def _texts(v) -> tuple[str, ...]:
+    return (v,) if isinstance(v, str) else tuple(v)
+
+
+def _events(d: dict, path: str) -> FailureEvents:
+    import re
+
+    words = sorted(d["signal_words"], key=len, reverse=True)
+    fill = {
+        "words": "|".join(re.escape(w) for w in words),
+        "core": "|".join(re.escape(c) for c in d["core_dumped"]),
+    }
+    lines = []
+    for r in d["lines"]:
+        lower = "key_lower" in r
+        keys = _texts(r["key_lower"] if lower else r["key"])
+        if keys == ("{words}",):
+            keys = tuple(words)
+        pattern = r["pattern"].replace("{words}", fill["words"]).replace("{core}", fill["core"])
+        lines.append(
+            LineRule(
+                r["id"],
+                r["kind"],
+                r["role"],
+                keys,
+                lower,
+                pattern,
+                r.get("flags", ""),
+                r.get("launcher", ""),
+                tuple(r["examples"]),
+            )
+        )
+    forms = tuple(
+        (name, d[name]["pattern"], tuple(d[name]["examples"]))
+        for name in ("srun_exit", "message_signal", "message_exit")
+    )
+    return FailureEvents(
+        signal_words={str(k): str(v) for k, v in d["signal_words"].items()},
+        signals={int(k): str(v) for k, v in d["signals"].items()},
+        stopped_by_others=frozenset(d["stopped_by_others"]),
+        lines=tuple(lines),
+        srun_exit=d["srun_exit"]["pattern"],
+        message_signal=d["message_signal"]["pattern"],
+        message_exit=d["message_exit"]["pattern"],
+        forms=forms,
+        path=path,
+    )

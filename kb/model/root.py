@@ -98,6 +98,13 @@ class RootFailure:
     truncated: bool = False  # its traceback was cut: frames or the exception line are missing
     consequence: str = ""  # set when every failure in the log is a consequence (e.g. "timeout")
     others: int = 0  # further failures in the log, outside its chain
+    # The root's role (kb.diagnosis.root): "initiating" (a failure of its own), or, when the log
+    # shows nothing else, "consequence" (a peer's timeout...), "teardown" (a signal or exit after
+    # another failure) or "report" (a launcher's report whose original is not shown).
+    role: str = "initiating"
+    # (input, line number) of the failures the log shows after an initiating root because of it:
+    # consequences, teardowns, launchers' reports. Empty unless the root is initiating.
+    followers: tuple[tuple[int, int], ...] = ()
     # Where its message is printed, when it fits a message catalog template that maps to no
     # entry (kb.diagnosis.catalog_match): known, though no entry claims it.
     printed_by: MessageOrigin | None = None

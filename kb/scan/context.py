@@ -86,6 +86,13 @@ def _marker_above(
     return []
 
 
+def _new_record(p: str, prefix: str) -> bool:
+    """A line whose peeled prefix holds a time or a number the exception's own prefix does not:
+    the next record of a logger, not a line of the exception's message."""
+    p = p.strip()
+    return bool(p) and p != prefix.strip() and any(c.isdigit() for c in p)
+
+
 def around(body: bytes, ls: int, le: int, text_of: Callable[[bytes], tuple[str, str]]) -> Context:
     """The traceback lines above body[ls:le] and the lines its message continues on below, or ()
     when no traceback ends at this line. text_of is the scan's own line cleaner ((prefix, text)),
@@ -140,6 +147,8 @@ def around(body: bytes, ls: int, le: int, text_of: Callable[[bytes], tuple[str, 
             if rank is None:
                 break  # the ranks' own output begins: this process's message has ended
             continue
+        if _new_record(p, prefix):
+            break  # a timestamped log record: the program went on, the message has ended
         below.append((k, indented(p, t)[:MAX_CHARS]))
     above.reverse()
     return tuple(above) + tuple(below)

@@ -339,3 +339,32 @@ def test_fix_code_that_wraps_shows_numbered_lines(fake_kb, gpu):
             assert any(ln.strip().startswith("2 x = 1") for ln in lines)
 
     run(go())
+
+
+def test_the_job_list_leads_with_the_root_ranks_own_answer(tmp_path):
+    # Rank 1 raised a KeyError; rank 0's watchdog then timed out: the TUI's rows read the same
+    # root failure as `kb lookup` and the job view (tests/test_failure_roles.py).
+    import kb
+    from kb.diagnosis.engine import default_engine
+    from tui.job_ranks import job_of
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/home/user/train.py", line 33, in main\n'
+        '[rank1]:     lr = cfg["k"]\n'
+        "[rank1]: KeyError: 'k'\n"
+        "[rank0]:[E1129 10:02:11.201 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1024, "
+        "NumelOut=1024, Timeout(ms)=600000) ran for 600045 milliseconds before timing out.\n"
+    )
+    engine = default_engine()
+    info = job_of(engine, kb.lookup_job([str(log)], engine=engine), 3)
+    assert info is not None
+    first, second = info.rows[0], info.rows[1]
+    assert (first.rank, first.is_root, first.match.id if first.match else None) == (
+        1,
+        True,
+        "python-key-error",
+    )
+    assert second.rank == 0 and not second.is_root
