@@ -123,6 +123,8 @@ class FailureEvents:
     message_exit: str
     # the forms' own examples, for lint: (form name, pattern, examples)
     forms: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # launchers' lines about their workers: name -> (key, pattern) (kb.job.parsers.torchrun)
+    launchers: dict[str, tuple[str, str]] = field(default_factory=dict)
     path: str = ""
 
 
@@ -289,6 +291,9 @@ def _events(d: dict, path: str) -> FailureEvents:
     forms = tuple(
         (name, d[name]["pattern"], tuple(d[name]["examples"]))
         for name in ("srun_exit", "message_signal", "message_exit")
+    ) + tuple(
+        (f"launchers.{name}", v["pattern"], tuple(v["examples"]))
+        for name, v in d["launchers"].items()
     )
     return FailureEvents(
         signal_words={str(k): str(v) for k, v in d["signal_words"].items()},
@@ -299,5 +304,6 @@ def _events(d: dict, path: str) -> FailureEvents:
         message_signal=d["message_signal"]["pattern"],
         message_exit=d["message_exit"]["pattern"],
         forms=forms,
+        launchers={name: (v["key"], v["pattern"]) for name, v in d["launchers"].items()},
         path=path,
     )

@@ -41,12 +41,27 @@ _RANK = re.compile(r"(-?\d+)\s*\(local_rank:\s*(-?\d+)\)")
 _EXIT = re.compile(r"(-?\d+)\s*\(pid:\s*(\d+)\)\s*(?:\((SIG\w+)\))?")
 _BORDER = re.compile(r"^\s*(?:-{8,}|={8,})\s*$")
 _LABEL = re.compile(r"^\d{1,5}: ")  # srun --label on every line
-# "... via Signals.SIGTERM, forcefully exiting via Signals.SIGKILL"; torch 2.13 prints the
-# numbers: "Unable to shutdown process 1880 via 15, forcefully exiting via 9"
-_CLOSING = re.compile(r"Sending process (\d+) closing signal (?:Signals\.)?SIGTERM\b")
-_FORCED = re.compile(
-    r"Unable to shutdown process (\d+) via \S+, forcefully exiting via (?:\S*SIGKILL|9\b)"
-)
+# What launchers print about their workers is data: kb/data/failure-events.yaml (`launchers`,
+# and the `torchrun-failed` line rule for the agent's report), read once per process.
+_FORMS: dict[str, tuple[str, re.Pattern]] = {}
+
+
+def _form(name: str) -> tuple[str, re.Pattern]:
+    """(key, compiled pattern) of a launcher wording in failure-events.yaml."""
+    got = _FORMS.get(name)
+    if got is None:
+        from kb.knowledge.data import bundled, load_data
+
+        events = getattr(bundled(), "events", None) or load_data().events
+        if events is None:
+            raise RuntimeError("kb/data/failure-events.yaml could not be read (`kb lint` says why)")
+        if name == "agent-failed":
+            rule = next(r for r in events.lines if r.id == "torchrun-failed")
+            key, pattern = rule.keys[0], rule.pattern
+        else:
+            key, pattern = events.launchers[name]
+        got = _FORMS[name] = (key, re.compile(pattern))
+    return got
 
 
 @record
@@ -147,26 +162,20 @@ def parse(block: str) -> Summary:
     return out
 
 
-# torch/distributed/elastic/multiprocessing/api.py, when the first worker fails (every torch 2.x):
-# "failed (exitcode: 1) local_rank: 2 (pid: 60554) of binary: /usr/bin/python3"
-_AGENT_FAILED = re.compile(
-    r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<local>\d+) \(pid: (?P<pid>\d+)\)"
-)
-
-
 def from_agent_lines(texts) -> Summary:
     """The failures torchrun's agent logged, for a log that has no ChildFailedError summary (cut
     off, or the job's output only up to the agent's line). The agent names local ranks, and the
     first one it logged is the first it saw fail."""
     out = Summary(source="agent")
     seen: set[int] = set()
+    key, rx = _form("agent-failed")
     for t in texts:
-        if "failed (exitcode" not in t:
+        if key not in t:
             continue
-        m = _AGENT_FAILED.search(t)
-        if m is None or int(m.group("local")) in seen:
+        m = rx.search(t)
+        if m is None or int(m.group("lr")) in seen:
             continue
-        local = int(m.group("local"))
+        local = int(m.group("lr"))
         seen.add(local)
         code = int(m.group("code"))
         out.failures.append(
@@ -183,17 +192,10 @@ def from_agent_lines(texts) -> Summary:
     return out
 
 
-# torch/multiprocessing/spawn.py (ProcessContext.join), every torch 1.x-2.x: the first process
-# that failed, by its index (the rank, in the usual mp.spawn(fn, nprocs=world_size) job).
-_SPAWN = re.compile(
-    r"(?:^|[`'\"\s])-- Process (?P<n>\d+) terminated with the following error:"
-    r"|\bprocess (?P<n2>\d+) terminated with (?:exit code (?P<code>-?\d+)|signal (?P<sig>SIG\w+))"
-)
-
-
-def _first(texts, needle: str, rx: re.Pattern) -> tuple[str, re.Match] | None:
-    """The first line holding needle that rx matches, with its match: launchers report the
-    first worker that failed, then stop the others."""
+def _first(texts, name: str) -> tuple[str, re.Match] | None:
+    """The first line that a launcher wording (failure-events.yaml) matches, with its match:
+    launchers report the first worker that failed, then stop the others."""
+    needle, rx = _form(name)
     for t in texts:
         if needle in t:
             m = rx.search(t)
@@ -207,7 +209,7 @@ def from_spawn_lines(texts) -> Summary:
     the following error:" (an exception, shown after it) or ProcessExitedException's "process 1
     terminated with exit code 1" / "... with signal SIGKILL"."""
     out = Summary(source="mp.spawn")
-    found = _first(texts, "terminated with", _SPAWN)
+    found = _first(texts, "spawn")
     if found is None:
         return out
     t, m = found
@@ -222,18 +224,10 @@ def from_spawn_lines(texts) -> Summary:
     return out
 
 
-# deepspeed/launcher/launch.py, sigkill_handler: the first worker that exited non-zero, by its
-# command line: "[launch.py:324:sigkill_handler] ['python', '-u', 'train.py', '--local_rank=1',
-# ...] exits with return code = -11" (the command may be cut off before the code).
-_DS_FAILED = re.compile(
-    r"sigkill_handler\].*?--local_rank=(?P<local>\d+)(?:.*exits with return code = (?P<code>-?\d+))?"
-)
-
-
 def from_deepspeed_lines(texts) -> Summary:
     """The worker DeepSpeed's launcher reports as failed first (it then kills the others)."""
     out = Summary(source="deepspeed")
-    found = _first(texts, "sigkill_handler", _DS_FAILED)
+    found = _first(texts, "deepspeed-worker")
     if found is None:
         return out
     t, m = found
@@ -268,15 +262,17 @@ def forced_kills(texts, failures: list[Failure] | None = None) -> set[int]:
     escalates only when SIGTERM did not end it."""
     out = set()
     asked = set()
+    forced_key, forced = _form("agent-forced")
+    closing_key, closing = _form("agent-closing")
     for t in texts:
-        if "forcefully exiting" in t:
-            m = _FORCED.search(t)
+        if forced_key in t:
+            m = forced.search(t)
             if m:
-                out.add(int(m.group(1)))
-        elif "closing signal" in t:
-            m = _CLOSING.search(t)
+                out.add(int(m.group("pid")))
+        elif closing_key in t:
+            m = closing.search(t)
             if m:
-                asked.add(int(m.group(1)))
+                asked.add(int(m.group("pid")))
     for f in failures or ():
         if f.pid in asked and f.signal == "SIGKILL":
             out.add(f.pid)
