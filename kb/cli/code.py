@@ -39,7 +39,10 @@ def run_code(args) -> int:
         infos = cuda_codes.by_value(int(raw))
     else:
         infos = cuda_codes.by_name_all(raw)
-    owners = default_engine(args.kb_dir).owners
+    from kb.render.progress import reading_label, step
+
+    with step(reading_label):
+        owners = default_engine(args.kb_dir).owners
     rows: list[dict[str, Any]] = [  # one per reading of the code; the --json output
         {
             "api": i.api,

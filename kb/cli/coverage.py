@@ -24,10 +24,16 @@ def run_coverage(args: argparse.Namespace) -> int:
     from kb.catalog.families import FamiliesError
     from kb.catalog.store import CatalogError
     from kb.knowledge.base import load
+    from kb.render.progress import reading_label, step
 
-    kb = load(args.kb_dir)
+    with step(reading_label):
+        kb = load(args.kb_dir)
     try:
-        cov = cache.coverage_figures(paths.state_folder(), cache.codes_of(kb.entries))
+        with step(
+            "reading the message catalog (a first run maps its templates and keeps them in "
+            f"{paths.state_folder()})"
+        ):
+            cov = cache.coverage_figures(paths.state_folder(), cache.codes_of(kb.entries))
     except (CatalogError, FamiliesError, OSError) as exc:
         print(f"kb coverage: {exc}", file=sys.stderr)
         return USAGE

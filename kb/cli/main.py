@@ -273,7 +273,8 @@ def _cmd_index(args) -> int:
 
     kb = _load(args)
     try:
-        path, built = ensure_index(kb, force=args.rebuild)
+        with _progress(f"building the full-text index in {paths.state_folder()}"):
+            path, built = ensure_index(kb, force=args.rebuild)
     except OSError as e:
         print(
             f"kb: cannot write the full-text index in {paths.state_dir()}: {e.strerror or e} "
