@@ -22,7 +22,7 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -51,9 +51,27 @@ class Spec:
     version_file: str = ""  # where the version is read, for git snapshots
     version_re: str = ""
     confirm_with: list[str] = field(default_factory=list)  # wheels whose binaries confirm texts
+    # (regex, replacement) applied to every mined text: a project's own placeholders and markup
+    # written as the catalog's holes, or removed, as its messages are printed
+    rewrite: list[tuple[str, str]] = field(default_factory=list)
+
+
+# pip prints its diagnostics through rich: "[green]...[/]" is colour, not text
+RICH_MARKUP = (r"\[(?:/|/?(?:bold|dim|italic|red|green|yellow|blue|magenta|cyan|b|i))\]", "")
+# OmegaConf's errors say $KEY, $FULL_KEY, $OBJECT_TYPE ... and fill them when raised
+DOLLAR_HOLES = (r"\$([A-Z][A-Z_]*[A-Z])\b", "{\\1}")
 
 
 SPECS: list[Spec] = [
+    Spec(
+        "pytorch",
+        "2.13.0",
+        "wheel",
+        "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+        r"^torch/onnx/.*\.py$",
+        "PyPI wheel torch 2.13.0 (CPU build), torch/onnx only: the ONNX exporter's messages",
+        note="torch.onnx only; PyTorch's other messages are read from 2.11.0 and older",
+    ),
     Spec(
         "pytorch",
         "2.11.0",
@@ -276,6 +294,136 @@ SPECS: list[Spec] = [
         note="Python sources only; the C++ runtime's messages are not read (the repository is "
         "over the snapshot size limit)",
     ),
+    Spec(
+        "bitsandbytes",
+        "0.43.3",
+        "wheel",
+        "bitsandbytes-0.43.3-py3-none-manylinux_2_24_x86_64.whl",
+        r"^bitsandbytes/.*\.py$",
+        "PyPI wheel bitsandbytes 0.43.3 (its Python side)",
+        note="the 0.43-era wordings only (texts no newer version has): the native library "
+        "loader's messages (cextension.py, 'compiled without GPU support')",
+    ),
+    Spec(
+        "bitsandbytes",
+        "0.41.3.post2",
+        "wheel",
+        "bitsandbytes-0.41.3.post2-py3-none-any.whl",
+        r"^bitsandbytes/.*\.py$",
+        "PyPI wheel bitsandbytes 0.41.3.post2 (its Python side)",
+        note="the 0.41-era wordings only: cuda_setup's 'CUDA Setup failed despite GPU being "
+        "available' and its diagnosis of the CUDA runtime it found",
+    ),
+    Spec(
+        "peft",
+        "",
+        "git",
+        "huggingface+peft/repo",
+        r"^src/peft/.*\.py$",
+        "github:huggingface/peft",
+        version_file="src/peft/__init__.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+    ),
+    Spec(
+        "trl",
+        "",
+        "git",
+        "huggingface+trl/repo",
+        r"^trl/.*\.py$",
+        "github:huggingface/trl",
+        version_file="VERSION",
+        version_re=r"([\w.]+)",
+    ),
+    Spec(
+        "tokenizers",
+        "",
+        "git",
+        "huggingface+tokenizers/repo",
+        r"^(?:bindings/python/py_src/tokenizers/.*\.py|bindings/python/src/.*\.rs|tokenizers/src/.*\.rs)$",
+        "github:huggingface/tokenizers (the Python binding and the Rust library)",
+        version_file="bindings/python/Cargo.toml",
+        version_re=r"(?m)^version\s*=\s*\"([^\"]+)\"",
+    ),
+    Spec(
+        "hydra",
+        "",
+        "git",
+        "facebookresearch+hydra/repo",
+        r"^(?:hydra/.*\.py|plugins/hydra_\w+/hydra_plugins/.*\.py)$",
+        "github:facebookresearch/hydra (hydra-core and its plugins)",
+        version_file="hydra/__init__.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+        exclude=r"^hydra/_internal/grammar/gen/|^hydra/grammar/gen/",
+    ),
+    Spec(
+        "omegaconf",
+        "",
+        "git",
+        "omry+omegaconf/repo",
+        r"^omegaconf/.*\.py$",
+        "github:omry/omegaconf",
+        version_file="omegaconf/version.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+        exclude=r"^omegaconf/grammar/gen/",
+        rewrite=[DOLLAR_HOLES],
+    ),
+    Spec(
+        "onnx",
+        "",
+        "git",
+        "onnx+onnx/repo",
+        r"^onnx/.*(?:\.py|\.cc|\.h)$",
+        "github:onnx/onnx (the checker, shape and type inference, the Python API)",
+        version_file="VERSION_NUMBER",
+        version_re=r"([\w.]+)",
+        exclude=r"^onnx/(?:reference|backend/test|bin|frontend|fuzz)/",
+        note="what torch.onnx.export and onnx.checker users meet: fail_check (ValidationError), "
+        "fail_shape_inference / fail_type_inference (InferenceError) and the Python raises; the "
+        "reference evaluator is not read",
+    ),
+    Spec(
+        "pip",
+        "",
+        "git",
+        "pypa+pip/repo",
+        r"^src/pip/_internal/.*\.py$",
+        "github:pypa/pip",
+        version_file="src/pip/__init__.py",
+        version_re=r"__version__\s*=\s*\"([^\"]+)\"",
+        note="pip's own messages (its vendored libraries are not read); a diagnostic error's "
+        "'error: <reference>' line is a template of its own",
+        rewrite=[RICH_MARKUP],
+    ),
+    Spec(
+        "pip",
+        "23.3.2",
+        "wheel",
+        "pip-23.3.2-py3-none-any.whl",
+        r"^pip/_internal/.*\.py$",
+        "PyPI wheel pip 23.3.2",
+        note="the 22.x-23.x wordings only ('Could not build wheels for ..., which is required to "
+        "install pyproject.toml-based projects')",
+        rewrite=[RICH_MARKUP],
+    ),
+    Spec(
+        "pip",
+        "21.1.3",
+        "wheel",
+        "pip-21.1.3-py3-none-any.whl",
+        r"^pip/_internal/.*\.py$",
+        "PyPI wheel pip 21.1.3",
+        note="the 21.x wordings only ('Command errored out with exit status', 'which use PEP 517 "
+        "and cannot be installed directly')",
+    ),
+    Spec(
+        "pip",
+        "20.3.4",
+        "wheel",
+        "pip-20.3.4-py2.py3-none-any.whl",
+        r"^pip/_internal/.*\.py$",
+        "PyPI wheel pip 20.3.4 (the first with the new resolver on by default)",
+        note="the 20.x wordings only",
+    ),
 ]
 
 
@@ -457,6 +605,45 @@ def confirm(templates: list[Template], wheel: str, tmpdir: str) -> tuple[set[str
     return {text for text, probe in probes.items() if probe in found}, len(probes)
 
 
+def rewrite(text: str, rules: list[tuple[str, str]]) -> str:
+    for rx, repl in rules:
+        text = re.sub(rx, repl, text)
+    return text.strip()
+
+
+def keep_committed(spec: Spec, out: str, seen: set[str], repo: str) -> None:
+    """A version whose snapshot is not here keeps its committed data file, less the texts a
+    newer version mined in this run has (the rule every version follows); its texts then count
+    as newer for the older versions after it."""
+    for path in store.data_files(out):
+        info, templates = store.read_file(path)
+        if info.source != spec.source or info.origin != spec.origin:
+            continue
+        if spec.version and info.version != spec.version:
+            continue
+        kept = [t for t in templates if t.text not in seen]
+        seen.update(t.text for t in templates)
+        dropped = len(templates) - len(kept)
+        if not dropped:
+            continue
+        note = (info.note + "; " if info.note else "") + (
+            f"{dropped} more texts also in a newer version are kept there only"
+        )
+        info = store.SourceInfo(
+            source=info.source,
+            version=info.version,
+            origin=info.origin,
+            commit=info.commit,
+            note=note,
+        )
+        path = store.write(info, kept, out)
+        print(
+            f"  -> {os.path.relpath(path, repo)}: {len(kept)} templates (committed data, "
+            f"{dropped} texts now kept in a newer version)",
+            file=sys.stderr,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mirror", default="/work/.mirror", help="folder of fetched snapshots")
@@ -491,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
             loc = os.path.join(args.mirror if spec.kind == "git" else args.wheels, spec.path)
             if not os.path.exists(loc):
                 print(f"skip {spec.source} {spec.version}: {loc} is not here", file=sys.stderr)
+                keep_committed(spec, args.out, newer_texts.setdefault(spec.source, set()), repo)
                 continue
             if spec.kind == "git":
                 version, commit = git_version(loc, spec)
@@ -502,6 +690,10 @@ def main(argv: list[str] | None = None) -> int:
             for path, src in files:
                 nfiles += 1
                 mined.extend(mine_file(path, src))
+            if spec.rewrite:
+                mined = [
+                    replace(m, text=rewrite(m.text, spec.rewrite)) for m in mined
+                ]
             templates = merge(spec.source, version, mined)
             print(
                 f"{spec.source} {version}: {nfiles} files, {len(mined)} sites, "

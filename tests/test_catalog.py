@@ -149,6 +149,95 @@ def test_python_raises_in_every_string_form():
     assert "bad" not in got
 
 
+PY_EXC = '''
+import logging
+logger = logging.getLogger(__name__)
+
+
+class UnsupportedThingError(RuntimeError):
+    def __init__(self, name, version, supported):
+        if supported is not None:
+            msg = f"Exporting the thing '{name}' at version {version} needs version {supported}"
+        else:
+            msg = f"Exporting the thing '{name}' at version {version} is not supported"
+        super().__init__(msg)
+
+
+class BuildStepError(DiagnosticError, InstallError):
+    reference = "build-step-exited-with-error"
+
+    def __init__(self, *, step, code):
+        super().__init__(message=f"{step} did not run to its end, exit code {code}", hint=None)
+
+
+class PassThroughError(ValueError):
+    def __init__(self, msg):
+        super().__init__(msg)
+
+
+class ShownError(ValueError):
+    def __str__(self):
+        return f"Requested {self.req} has metadata that cannot be read: {self.error}"
+
+
+def build(name, step):
+    logger.error("Failed building the wheel for %s in %d steps", name, step)
+    logger.warning("plain warning text with %s kept as it is")
+    return NotFoundError(f"No matching build found for {name} at all")
+
+
+def locate(target, full_key):
+    msg = f"Error locating the target '{target}'"
+    raise InstantiationError(_with_full_key(msg, full_key))
+
+
+def text_of(ok):
+    if ok:
+        msg = dedent(f"""\\
+        Cannot find the primary config '{ok}'. Check the search path.
+        """)
+    else:
+        msg = "Could not find the group option at all"
+    raise MissingConfigError(msg)
+'''
+
+
+def test_python_messages_built_where_the_exception_is_made():
+    got = _by_text(mine_python(PY_EXC, "pkg/errors.py"))
+    # an exception class's own __init__ message, one per branch that sets it
+    one = got["Exporting the thing '{name}' at version {version} needs version {supported}"]
+    two = got["Exporting the thing '{name}' at version {version} is not supported"]
+    assert one.exc == two.exc == "UnsupportedThingError" and one.kind == "raise"
+    # pip's diagnostic errors: the `error: <reference>` line and the message= keyword
+    assert got["error: build-step-exited-with-error"].exc == "BuildStepError"
+    assert got["{step} did not run to its end, exit code {code}"].exc == "BuildStepError"
+    # a message that is only the caller's argument is mined where it is raised, not here
+    assert not any(t == "{msg}" for t in got)
+    assert got["Requested {req} has metadata that cannot be read: {error}"].exc == "ShownError"
+    # logging's %-formats become holes only when arguments fill them
+    assert got["Failed building the wheel for {} in {} steps"].kind == "log-error"
+    assert "plain warning text with %s kept as it is" in got
+    # an exception made here and raised by the caller
+    assert got["No matching build found for {name} at all"].exc == "NotFoundError"
+    # a message handed through a helper, and one set in two branches
+    assert got["Error locating the target '{target}'{}"].exc == "InstantiationError"
+    assert "Cannot find the primary config '{ok}'. Check the search path." in got
+    assert got["Could not find the group option at all"].exc == "MissingConfigError"
+
+
+def test_onnx_checker_and_inference_macros():
+    src = '''
+void check(const NodeProto& node) {
+  fail_check("Field '", field, "' of '", node.name(), "' is required but missing.");
+  fail_shape_inference("Input rank must be >= ", 2, " for this operator.");
+}
+'''
+    got = _by_text(mine_cpp(src, "onnx/checker.cc"))
+    assert got["Field '{field}' of '{name}' is required but missing."].exc == "ValidationError"
+    inf = got["[ShapeInferenceError] Input rank must be >= {} for this operator."]
+    assert (inf.exc, inf.kind) == ("InferenceError", "fail_shape_inference")
+
+
 def test_python_that_does_not_parse_gives_nothing():
     assert mine_python("def f(:\n", "broken.py") == []
 
@@ -278,6 +367,17 @@ def _find(cat, source, pred):
         ("pytorch", "CUBLAS_STATUS_EXECUTION_FAILED", "cublas-execution-failed"),
         ("pytorch", "is a view and", "autograd-view-inplace"),
         ("nccl", "unhandled cuda error", "nccl-error"),
+        ("pip", "because these package versions have conflicting dependencies", "pip-resolution-impossible"),
+        ("pip", "Could not build wheels for", "pip-wheel-build-failed"),
+        ("pip", "No matching distribution found for", "pip-no-matching-distribution"),
+        ("pip", "error: externally-managed-environment", "pip-externally-managed-environment"),
+        ("peft", "not found in the base model", "peft-target-modules-not-found"),
+        ("omegaconf", "is not in struct", "omegaconf-key-not-found"),
+        ("omegaconf", "Missing mandatory value", "omegaconf-missing-mandatory-value"),
+        ("hydra", "Error locating target", "hydra-instantiate-error"),
+        ("hydra", "Cannot find primary config", "hydra-config-not-found"),
+        ("bitsandbytes", "CUDA Setup failed despite GPU being available", "bnb-cuda-setup-failed"),
+        ("pytorch", "to ONNX opset version", "onnx-export-unsupported-operator"),
     ],
 )
 def test_real_templates_map_to_their_entries(fams, source, needle, entry):
@@ -315,6 +415,22 @@ def test_every_family_names_a_real_entry(fams):
 
     ids = {p.stem for p in bundled_entries_dir().glob("*/*.yaml")}
     assert fams.entries() - ids == set()
+
+
+def test_new_sources_keep_their_own_placeholders_and_markup_out():
+    """pip's rich markup and OmegaConf's $KEY placeholders are no literal text of a message."""
+    cat = store.load()
+    pip = [t.text for t in cat.templates if t.source == "pip"]
+    assert pip and not any("[/]" in t or "[green]" in t for t in pip)
+    assert "{} did not run successfully.\nexit code: {exit_code}" in pip
+    omega = [t.text for t in cat.templates if t.source == "omegaconf"]
+    assert omega and not any("$KEY" in t or "$FULL_KEY" in t for t in omega)
+    # an older version keeps only the wordings no newer one has
+    by_version = {}
+    for t in cat.templates:
+        if t.source in ("pip", "bitsandbytes", "pytorch"):
+            by_version.setdefault((t.source, t.text), set()).add(t.version)
+    assert all(len(v) == 1 for v in by_version.values())
 
 
 def test_families_file_errors_are_clear(tmp_path):
@@ -379,6 +495,13 @@ def test_coverage_figures_are_consistent_with_the_data(fams):
         "torchaudio",
         "apex",
         "onnxruntime",
+        "peft",
+        "trl",
+        "tokenizers",
+        "hydra",
+        "omegaconf",
+        "onnx",
+        "pip",
     ):
         assert name in sources
     for s in cov.sources:

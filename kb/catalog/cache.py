@@ -33,7 +33,8 @@ from .store import Catalog, SourceInfo, data_files
 from .template import Template
 
 FORMAT = 2  # the pickled shapes: change it when they change (2: kb.model.record records)
-MAPPING_FORMAT = 1  # data/mapping.json.gz's shape and what its fingerprint covers
+MAPPING_FORMAT = 2  # data/mapping.json.gz's shape and what its fingerprint covers
+BY_CODE = -2  # in data/mapping.json.gz: mapped when read, by the codes the entries own now
 STALE_S = 30 * 86400  # other configurations' cache files unused this long are removed
 
 Codes = dict[tuple[str, int], str]
@@ -276,17 +277,16 @@ class _Mapped(Families):
 MAPPING_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "mapping.json.gz")
 
 
-def fingerprint(codes: Codes, data_dir: str | None = None, families_file: str | None = None) -> str:
-    """What a mapping is worked out from, by content: the data files, families.yaml, and the
-    codes the entries own."""
+def fingerprint(data_dir: str | None = None, families_file: str | None = None) -> str:
+    """What a mapping is worked out from, by content: the data files and families.yaml. The
+    templates that carry a code (CUDA's) are kept out of it and mapped when read, so an entry
+    that claims a code changes no committed file."""
     from hashlib import sha1
 
     h = sha1(f"mapping {MAPPING_FORMAT}".encode())
     for path in [*data_files(data_dir), families_file or FAMILIES_FILE]:
         with open(path, "rb") as fh:
             h.update(os.path.basename(path).encode() + b"\0" + fh.read())
-    for (api, value), entry in sorted(codes.items()):
-        h.update(f"{api} {value} {entry}\n".encode())
     return h.hexdigest()
 
 
@@ -311,14 +311,17 @@ def write_mapping(
     mapping = map_all(cat, codes, families_file)
     table: dict[tuple[str, str, str, bool], int] = {}
     of: list[int] = []
-    for m in mapping:
+    for t, m in zip(cat.templates, mapping):
+        if t.code is not None:
+            of.append(BY_CODE)
+            continue
         if m is None:
             of.append(-1)
             continue
         key = (m.entry or "", m.family, m.confidence, m.claims)
         of.append(table.setdefault(key, len(table)))
     doc = {
-        "fingerprint": fingerprint(codes, data_dir, families_file),
+        "fingerprint": fingerprint(data_dir, families_file),
         "table": [list(k) for k in table],
         "of": of,
     }
@@ -336,13 +339,14 @@ def shipped_mapping(
     data_dir: str | None = None,
     families_file: str | None = None,
 ) -> list[Mapping | None] | None:
-    """The mapping kept beside the data, when it was worked out from exactly these inputs."""
+    """The mapping kept beside the data, when it was worked out from exactly these inputs; the
+    templates that carry a code are mapped here, by the codes the entries own now."""
     import gzip
 
     try:
         with gzip.open(path or MAPPING_FILE, "rb") as fh:
             doc = json.loads(fh.read())
-        if doc.get("fingerprint") != fingerprint(codes, data_dir, families_file):
+        if doc.get("fingerprint") != fingerprint(data_dir, families_file):
             return None
         table = [Mapping(e or None, str(f), str(c), bool(cl)) for e, f, c, cl in doc["table"]]
         of = doc["of"]
@@ -350,7 +354,16 @@ def shipped_mapping(
         return None
     if len(of) != len(cat.templates):
         return None
-    return [table[i] if i >= 0 else None for i in of]
+    out: list[Mapping | None] = []
+    fams: Families | None = None
+    for t, i in zip(cat.templates, of):
+        if i == BY_CODE:
+            if fams is None:
+                fams = families_mod.load(families_file, codes=codes)
+            out.append(fams.map(t))
+        else:
+            out.append(table[i] if i >= 0 else None)
+    return out
 
 
 def build(

@@ -86,6 +86,15 @@ _CPP_MACROS: dict[str, tuple[str, int]] = {
     "THNN_ARGCHECK": ("RuntimeError", 2),
     # NCCL's log macro: a WARN line is what NCCL prints before returning an error
     "WARN": ("", 0),
+    # ONNX's checker and shape/type inference (onnx/checker.h, onnx/defs/shape_inference.h)
+    "fail_check": ("ValidationError", 0),
+    "fail_shape_inference": ("InferenceError", 0),
+    "fail_type_inference": ("InferenceError", 0),
+}
+# what a macro puts before its arguments' text
+_MACRO_PREFIX = {
+    "fail_shape_inference": "[ShapeInferenceError] ",
+    "fail_type_inference": "[TypeInferenceError] ",
 }
 _PRINTF_MACROS = {
     "THError",
@@ -562,7 +571,7 @@ def mine_cpp(src: str, path: str) -> Iterator[Mined]:
         printf = name in _PRINTF_MACROS
         if name == "THCUNN_argCheck":
             printf = True
-        parts: Parts = []
+        parts: Parts = [_MACRO_PREFIX[name]] if name in _MACRO_PREFIX else []
         if printf:  # the format alone: its % conversions are the holes the arguments fill
             parts.extend(cpp_expr_parts(code[msg_args[0][0] : msg_args[0][1]], True))
         else:
@@ -667,12 +676,33 @@ def _py_name(node: ast.AST) -> str:
     return ""
 
 
+_EXC_NAME = re.compile(r"[A-Z]\w*(?:Error|Exception|NotFound)")
+_KEBAB = re.compile(r"[a-z]+(?:-[a-z]+){2,}")
+
+
+def _is_exception_class(node: ast.ClassDef) -> bool:
+    """A class that is an exception by its name or its bases' names (Error, Exception,
+    Warning): its __init__'s message is a message users see."""
+    names = [node.name] + [_py_name(b) for b in node.bases]
+    return any(n.endswith(("Error", "Exception", "Warning", "Failure", "Failed")) for n in names)
+
+
+def _init_params(node: ast.FunctionDef | ast.AsyncFunctionDef | None) -> set[str]:
+    if node is None:
+        return set()
+    a = node.args
+    return {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+
+
 class _PyMiner(ast.NodeVisitor):
     def __init__(self, path: str) -> None:
         self.path = path
         self.out: list[Mined] = []
         self.funcs: list[str] = []
         self.assigns: list[dict[str, list[tuple[int, ast.AST, bool]]]] = [{}]
+        self.classes: list[ast.ClassDef] = []
+        self.init_def: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        self.handled: set[int] = set()  # exception calls already read as a raise
 
     # message expressions --------------------------------------------------------------------
     def parts(self, node: ast.AST, line: int, depth: int = 0) -> Parts:
@@ -716,6 +746,22 @@ class _PyMiner(ast.NodeVisitor):
                 ]
                 return brace_parts(base.value, names)
             return [Hole()]
+        if isinstance(node, ast.Call) and node.args and not node.keywords:
+            # a message handed through a helper: dedent(f"..."), _with_full_key(msg, key)
+            fname = _py_name(node.func)
+            inner = node.args[0]
+            if isinstance(inner, (ast.Constant, ast.JoinedStr, ast.Name, ast.BinOp)) and not (
+                isinstance(inner, ast.Constant) and not isinstance(inner.value, str)
+            ):
+                if fname == "dedent":
+                    got = self.parts(inner, line, depth + 1)
+                    return normalise_parts(
+                        [re.sub(r"\n[ \t]+", "\n", p) if isinstance(p, str) else p for p in got]
+                    )
+                if fname.startswith("_") or fname in ("escape", "gettext", "_"):
+                    got = self.parts(inner, line, depth + 1)
+                    return normalise_parts(got + ([Hole()] if len(node.args) > 1 else []))
+            return [Hole()]
         if isinstance(node, ast.Name):
             found = self.lookup(node.id, line)
             if found is not None:
@@ -746,11 +792,51 @@ class _PyMiner(ast.NodeVisitor):
             return None
         return [h[1] for h in before[start:]]
 
+    def assigned(self, name: str, line: int) -> list[list[ast.AST]]:
+        """Every text a message variable may hold at `line`: one per plain assignment before it
+        in this function (the branches of an if/else each set their own), with the `+=` that
+        follow that assignment."""
+        hist = [h for h in self.assigns[-1].get(name, []) if h[0] < line]
+        out: list[list[ast.AST]] = []
+        for i, h in enumerate(hist):
+            if h[2]:
+                continue
+            vals = [h[1]]
+            for later in hist[i + 1 :]:
+                if not later[2]:
+                    break
+                vals.append(later[1])
+            out.append(vals)
+        return out
+
     # visitors ---------------------------------------------------------------------------------
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(node)
+        for stmt in node.body:
+            # pip's diagnostic errors print `error: <reference>` above their message
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == "reference"
+                and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)
+                and _KEBAB.fullmatch(stmt.value.value)
+                and _is_exception_class(node)
+            ):
+                self.emit(stmt, ast.Constant("error: " + stmt.value.value), node.name, "raise")
+        self.generic_visit(node)
+        self.classes.pop()
+
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.funcs.append(node.name)
         self.assigns.append({})
+        outer = self.init_def
+        # a method's own __init__ (directly in the class body), not a nested function's
+        in_class = bool(self.classes) and node in self.classes[-1].body
+        self.init_def = node if (node.name == "__init__" and in_class) else None
         self.generic_visit(node)
+        self.init_def = outer
         self.assigns.pop()
         self.funcs.pop()
 
@@ -768,9 +854,25 @@ class _PyMiner(ast.NodeVisitor):
             self.assigns[-1].setdefault(node.target.id, []).append((node.lineno, node.value, True))
         self.generic_visit(node)
 
-    def emit(self, node: ast.AST, msg: ast.AST, exc: str, kind: str) -> None:
+    def emit(self, node: ast.AST, msg: ast.AST, exc: str, kind: str, printf: bool = False) -> None:
         line = getattr(node, "lineno", 0)
-        parts = normalise_parts(self.parts(msg, line))
+        if isinstance(msg, ast.Name):
+            options = self.assigned(msg.id, line)
+            if len(options) > 1:  # set in the branches of an if/else: one template each
+                for vals in options:
+                    parts: Parts = []
+                    for v in vals:
+                        parts.extend(self.parts(v, line, 1))
+                    self.emit_parts(node, normalise_parts(parts), exc, kind)
+                return
+        if printf and isinstance(msg, ast.Constant) and isinstance(msg.value, str):
+            parts = _py_printf(msg.value)  # logger.error("... %s ...", value)
+        else:
+            parts = normalise_parts(self.parts(msg, line))
+        self.emit_parts(node, parts, exc, kind)
+
+    def emit_parts(self, node: ast.AST, parts: Parts, exc: str, kind: str) -> None:
+        line = getattr(node, "lineno", 0)
         if not useful(parts, kind):
             return
         self.out.append(
@@ -796,11 +898,75 @@ class _PyMiner(ast.NodeVisitor):
             )
             if msg is not None:
                 self.emit(node, msg, _py_name(exc.func), "raise")
+            self.handled.add(id(exc))
         self.generic_visit(node)
+
+    def visit_Return(self, node: ast.Return) -> None:
+        # an exception's __str__: what a raise of it prints
+        if (
+            node.value is not None
+            and self.classes
+            and self.funcs
+            and self.funcs[-1] == "__str__"
+            and _is_exception_class(self.classes[-1])
+        ):
+            self.emit(node, node.value, self.classes[-1].name, "raise")
+        self.generic_visit(node)
+
+    def init_message(self, node: ast.Call) -> None:
+        """An exception class that builds its message in __init__ and hands it to its base
+        (`super().__init__(msg)`, `Base.__init__(self, message=...)`): the message is what its
+        `raise` prints, whatever the raise site passes."""
+        cls = self.classes[-1]
+        func = node.func
+        assert isinstance(func, ast.Attribute)
+        args = list(node.args)
+        if not (isinstance(func.value, ast.Call) and _py_name(func.value) == "super"):
+            if args and isinstance(args[0], ast.Name) and args[0].id == "self":
+                args = args[1:]
+            else:
+                return
+        msg = args[0] if args else None
+        if msg is None:
+            msg = next((k.value for k in node.keywords if k.arg in ("msg", "message")), None)
+        if msg is None:
+            return
+        if isinstance(msg, ast.Name):
+            options = self.assigned(msg.id, getattr(node, "lineno", 0))
+            if len(options) > 1:
+                for vals in options:
+                    parts: Parts = []
+                    for v in vals:
+                        parts.extend(self.parts(v, getattr(node, "lineno", 0), 1))
+                    self.emit_parts(node, normalise_parts(parts), cls.name, "raise")
+                return
+        if isinstance(msg, ast.Name) and msg.id in _init_params(self.init_def):
+            return  # the caller's text, mined where it raises
+        self.emit(node, msg, cls.name, "raise")
 
     def visit_Call(self, node: ast.Call) -> None:
         name = _py_name(node.func)
         base = _py_name(node.func.value) if isinstance(node.func, ast.Attribute) else ""
+        if (
+            id(node) not in self.handled
+            and _EXC_NAME.fullmatch(name)
+            and isinstance(node.func, (ast.Name, ast.Attribute))
+            and node.args
+            and not (isinstance(node.func, ast.Attribute) and node.func.attr == "__init__")
+        ):
+            # an exception made here and raised elsewhere (`return DistributionNotFound(...)`,
+            # `cause=ConfigKeyError(msg)`)
+            self.emit(node, node.args[0], name, "raise")
+        if (
+            name == "__init__"
+            and isinstance(node.func, ast.Attribute)
+            and self.classes
+            and self.funcs
+            and self.funcs[-1] == "__init__"
+            and self.init_def is not None
+            and _is_exception_class(self.classes[-1])
+        ):
+            self.init_message(node)
         if name == "warn" and base == "warnings" and node.args:
             cat = (
                 _py_name(node.args[1])
@@ -826,7 +992,7 @@ class _PyMiner(ast.NodeVisitor):
             and node.args
         ):
             kind = "warn" if name.startswith("warn") else "log-error"
-            self.emit(node, node.args[0], "", kind)
+            self.emit(node, node.args[0], "", kind, printf=len(node.args) > 1)
         elif name.startswith("_check") and base == "torch" and len(node.args) >= 2:
             msg = node.args[-1]
             if isinstance(msg, ast.Lambda):
