@@ -229,3 +229,36 @@ def test_the_failure_wordings_are_data_checked_by_lint(tmp_path):
         for p in problems
     ] == [("KB009", True)]
     assert problems[0].path.endswith("failure-events.yaml")
+
+
+ROLES = Path(__file__).parent / "fixtures" / "roles"
+
+
+@pytest.mark.parametrize(
+    ("name", "first", "after", "root_line"),
+    [
+        # A real cascade on an H200: the index kernel's assertion, then cuDNN's error.
+        ("cuda-assert-then-cudnn", "cuda-device-side-assert", "cudnn-error", "Assertion `srcIndex"),
+        # A KeyError, then bash's report of the SIGKILL that ended the process.
+        ("keyerror-then-killed", "python-key-error", "cpu-oom-killed", "KeyError: 7"),
+        # torchrun --nproc_per_node=1: the child's own failure leads over the launcher's report.
+        (
+            "torchrun-one-worker-triton",
+            "triton-compilation-error",
+            "torchrun-child-failed",
+            "CompilationError",
+        ),
+        (
+            "torchrun-one-worker-mesh",
+            "device-mesh-world-size",
+            "torchrun-child-failed",
+            "Mesh should not",
+        ),
+    ],
+)
+def test_real_captures_are_answered_by_their_root(name, first, after, root_line):
+    rc, d = _lookup(ROLES / f"{name}.log")
+    ids = [m["id"] for m in d["matches"]]
+    assert rc == 0 and ids[0] == first and after in ids[1:]
+    assert root_line in d["root"]["line"] and d["root"]["role"] == "initiating"
+    assert triage(str(ROLES / f"{name}.log"))["id"] == first
