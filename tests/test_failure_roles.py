@@ -262,3 +262,19 @@ def test_real_captures_are_answered_by_their_root(name, first, after, root_line)
     assert rc == 0 and ids[0] == first and after in ids[1:]
     assert root_line in d["root"]["line"] and d["root"]["role"] == "initiating"
     assert triage(str(ROLES / f"{name}.log"))["id"] == first
+
+
+def test_old_mp_spawns_bare_exception_is_a_report_of_the_worker(tmp_path):
+    # torch < 1.8: spawn.py raised Exception("process 3 terminated with signal SIGKILL").
+    log = _write(
+        tmp_path,
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 213, in main\n'
+        "    mp.spawn(main_worker, nprocs=4)\n"
+        '  File "/opt/conda/lib/python3.6/site-packages/torch/multiprocessing/spawn.py", line 107, in join\n'
+        "    (error_index, name)\n"
+        "Exception: process 3 terminated with signal SIGKILL\n",
+    )
+    _, d = _lookup(log)
+    assert d["root"]["role"] == "report" and d["root"]["signal"] == "SIGKILL"
+    assert d["root"]["kind"] == "launcher"

@@ -151,6 +151,11 @@ class _Rules:
     def form(self, name: str, text: str) -> re.Match | None:
         return self.compiled(name, getattr(self.events, name)).search(text)
 
+    def launcher(self, name: str, text: str) -> re.Match | None:
+        """A launcher's wording (failure-events.yaml `launchers`) in a text holding its key."""
+        key, pattern = self.events.launchers[name]
+        return self.compiled("launchers." + name, pattern).search(text) if key in text else None
+
 
 _RULES: dict[int, _Rules] = {}
 
@@ -543,6 +548,12 @@ class _Reader:
         if len(ev.message) > MAX_MESSAGE:
             ev.message = ev.message[:MAX_MESSAGE]
         ev.wrapper = _wrapper_of(ev.exception, ev.message)
+        if not ev.wrapper and ev.exception == "Exception":
+            # torch < 1.8's mp.spawn raised a bare Exception("process 3 terminated with signal
+            # SIGKILL"): the report ProcessExitedException makes now.
+            said = self.rules.launcher("spawn", first)
+            if said is not None and said.group("n2"):
+                ev.wrapper, ev.report, ev.kind = "mp.spawn", True, RootKind.LAUNCHER
         _signal_in(ev, ev.message, self.rules)
         if ev.wrapper in ("torchrun", "subprocess") or ev.exception.endswith(
             ("ProcessExitedException", "SignalException")
