@@ -16,6 +16,7 @@ from kb.job.view import JobKind, JobView, Part, RankVerdict, Role
 from kb.knowledge.base import KnowledgeBase
 from kb.render.report import match_dict, result_dict, result_markdown, result_text
 from kb.render.style import Style
+from kb.render.terminal import for_terminal, inert, json_text
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
@@ -90,14 +91,14 @@ def job_lines(job: JobView, st: Style) -> list[str]:
         ev = _evidence(job, v)
         pad = f"  {'':{width}}  {'':11} "
         if ev.line and v.role == Role.ROOT:
-            where = display_path(ev.path) or ""
+            where = inert(display_path(ev.path) or "")
             loc = f"{where}:{ev.line_number}" if where and ev.line_number else where
             if ev is not v:
                 loc = f"{_who(ev)}, {loc}"
             out.append(pad + st.dim(f"{loc}  " if loc else "") + ev.line[:240])
         if v.surfaced_as is not None and v.role == Role.ROOT:
             s = v.surfaced_as
-            where = display_path(s.path) or ""
+            where = inert(display_path(s.path) or "")
             loc = f"{where}:{s.line_number}  " if where and s.line_number else ""
             out.append(pad + st.dim(f"surfaced as {s.what}: {loc}") + s.line[:200])
     if job.desync and job.desync.detail:
@@ -184,8 +185,8 @@ def lookup_text(jl: JobLookup, kb: KnowledgeBase, st: Style) -> str:
         return result_text(jl.result, kb, st)
     head = "\n".join(job_lines(job, st)) + "\n\n"
     if _leads_with_entry(job):
-        return head + result_text(jl.result, kb, st)
-    return head + "\n".join(_straggler_text(jl, st)) + "\n"
+        return for_terminal(head + result_text(jl.result, kb, st), colour=st.on)
+    return for_terminal(head + "\n".join(_straggler_text(jl, st)) + "\n", colour=st.on)
 
 
 def _straggler_text(jl: JobLookup, st: Style) -> list[str]:
@@ -230,7 +231,7 @@ def _straggler_text(jl: JobLookup, st: Style) -> list[str]:
             + " (not the root's own failure)"
         )
         for m in ms:
-            where = display_path(jl.path_for(m.line_number, m.line)) or ""
+            where = inert(display_path(jl.path_for(m.line_number, m.line)) or "")
             where = f"{where}:{m.line_number}" if where else f"line {m.line_number}"
             rank = _rank_of_line(job, m.line)
             who = f"rank {rank}, " if rank is not None else ""
@@ -273,18 +274,18 @@ def lookup_markdown(jl: JobLookup, kb: KnowledgeBase) -> str:
         # if they were the answer
         body = "Entries the other ranks and the launcher matched (not the root's own failure):\n\n"
         for m in jl.result.matches:
-            where = display_path(jl.path_for(m.line_number, m.line)) or "line"
+            where = inert(display_path(jl.path_for(m.line_number, m.line)) or "line")
             rank = _rank_of_line(job, m.line)
             who = f"rank {rank}, " if rank is not None else ""
             body += f"- `{m.id}` ({who}{where}:{m.line_number}): {m.entry.title}\n"
-    return "\n".join(out) + "\n\n" + body
+    return for_terminal("\n".join(out) + "\n\n" + body)
 
 
 def lookup_jsonl(jl: JobLookup, name: str | None = None, kb: KnowledgeBase | None = None) -> str:
     d = lookup_dict(jl, kb)
     if name is not None:
         d["input"]["name"] = name
-    return json.dumps(d, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return json_text(json.dumps(d, ensure_ascii=False, separators=(",", ":"))) + "\n"
 
 
 # ---------------------------------------------------------------- GitHub Actions
@@ -353,7 +354,7 @@ def lookup_github(jl: JobLookup) -> str:
         if number:
             props.insert(1, f"line={number}")
     level = "error" if entry_id or root is not None else "warning"
-    return f"::{level} {','.join(props)}::{_esc_data(msg)}\n"
+    return for_terminal(f"::{level} {','.join(props)}::{_esc_data(msg)}\n")
 
 
 def _github_root(jl: JobLookup) -> str:
@@ -371,7 +372,7 @@ def _github_root(jl: JobLookup) -> str:
     shown = display_path(jl.paths[fail.source]) if fail.source < len(jl.paths) else None
     if shown and not shown.startswith(("<", "/")):
         props[:0] = [f"file={_esc_prop(shown)}", f"line={fail.line_number}"]
-    return f"::warning {','.join(props)}::{_esc_data(msg)}\n"
+    return for_terminal(f"::warning {','.join(props)}::{_esc_data(msg)}\n")
 
 
 __all__ = [

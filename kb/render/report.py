@@ -11,6 +11,7 @@ from kb.knowledge.base import KnowledgeBase
 from kb.model.entry import Match
 from kb.model.root import Relation, RootFailure
 from kb.render.style import Style, evidence_line
+from kb.render.terminal import for_terminal
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
                 )
         for f in r.diagnosis:
             out += [""] + _finding_text(f, st)
-        return "\n".join(out) + "\n"
+        return for_terminal("\n".join(out) + "\n", colour=st.on)
     best = r.matches[0]
     e = best.entry
     conf_color = {"high": st.green, "medium": st.yellow, "low": st.red}[best.confidence]
@@ -215,7 +216,7 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
         for m in r.matches[1:]:
             where = f"line {m.line_number}" if m.line_number else m.source
             out.append(f"  {m.id:34} {m.confidence:6} {where}")
-    return "\n".join(out) + "\n"
+    return for_terminal("\n".join(out) + "\n", colour=st.on)
 
 
 def _root_elsewhere(r: LookupResult, best: Match) -> bool:
@@ -261,6 +262,11 @@ def root_markdown(root: RootFailure) -> list[str]:
 
 
 def result_markdown(r: LookupResult, kb: KnowledgeBase) -> str:
+    # Markdown is read in a terminal as often as pasted: no sequence of the log's reaches one.
+    return for_terminal(_markdown(r, kb))
+
+
+def _markdown(r: LookupResult, kb: KnowledgeBase) -> str:
     if not r.matches:
         if r.root is not None:
             return "\n".join(
