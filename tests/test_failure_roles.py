@@ -278,3 +278,14 @@ def test_old_mp_spawns_bare_exception_is_a_report_of_the_worker(tmp_path):
     _, d = _lookup(log)
     assert d["root"]["role"] == "report" and d["root"]["signal"] == "SIGKILL"
     assert d["root"]["kind"] == "launcher"
+
+
+def test_rays_worker_prefix_is_peeled_so_its_lines_are_read(tmp_path):
+    log = _write(
+        tmp_path,
+        "(RayWorkerVllm pid=7046) Fatal Python error: Aborted\n"
+        "(RayWorkerVllm pid=7046, ip=10.0.0.3) Current thread 0x00007f (most recent call first):\n",
+    )
+    _, d = _lookup(log)
+    assert d["root"] is not None and d["root"]["line"] == "Fatal Python error: Aborted"
+    assert d["root"]["rank"] is None  # a pid is no rank

@@ -50,6 +50,8 @@ _PREFIX_SRC = r"""(?:
       | rank\d+\s*:\s*                                                           # rank3:
       | \[\d+,\d+\]<std(?:out|err)>:\s*                                          # mpirun --tag-output
       | \d{1,5}:\s(?=\S)                                                         # srun --label "3: "
+      | \((?:[\w.:-]+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)\s*                            # Ray: (MyActor pid=7046, ip=10.0.0.1)
+      | \(raylet(?:,\s*ip=[\d.]+)?\)\s*                                             # (raylet)
       | \#\#\[(?:error|warning|debug|group|endgroup)\]\s*                        # GitHub Actions
       | \[?(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL)\]?\s*[:\-|]?\s+        # log levels
       | [│┃║|]\s*                                                                # rich / box borders
@@ -61,7 +63,7 @@ _BOX_TAIL_SRC = r"\s*[│┃║]\s*$"
 _BOLD_SRC = r"(?<!\*)\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?!\*)"  # **text**, not *** banners ***
 # A line can only carry a prefix if it starts with one of these; most error lines start with a
 # letter of an exception name and skip the (lazily compiled) prefix regex entirely.
-_PREFIX_START = frozenset(" \t0123456789[#rEIWDCF│┃║|>-*")
+_PREFIX_START = frozenset(" \t0123456789[#rEIWDCF│┃║|>-*(")
 # A line starting with a letter carries a prefix only if it starts with one of these words (a
 # log level, "rank3:", pytest's "E   "): "CUDA error: ..." is passed over without the regex.
 _PREFIX_WORDS = ("rank", "ERROR", "E ", "E\t", "INFO", "WARN", "DEBUG", "CRITICAL", "FATAL")
