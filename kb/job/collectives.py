@@ -359,6 +359,10 @@ def _group(
             since_ns=min((e.created_ns for e in ents.values() if e.created_ns), default=0),
             elsewhere=elsewhere,
         )
+    if no_dump and _gloo(pg, enq, idx):
+        # gloo marks a collective completed when its work ends, a timeout or an error too, on
+        # some members and not yet on others: completion says nothing of who is missing
+        return _missing(pg, desc, members, enq, idx, no_dump, top)
     done = {r: by_rank[r].last(pg, "completed") for r in enq}
     started = {r: _started(by_rank[r], pg, idx[r].get(pg, ())) for r in enq}
     known = {r: c for r, c in done.items() if c is not None}

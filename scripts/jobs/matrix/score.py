@@ -128,6 +128,15 @@ def main() -> int:
         f"{s['controls_innocent_named']})"
     )
     print(f"read and judged in   {s['seconds']} s")
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["fault"] if r["kind"] == "fault" else r["job"].split("-", 1)[1], []).append(
+            r
+        )
+    print("\nper fault (exact root set / jobs):")
+    for k in sorted(by):
+        rs = by[k]
+        print(f"  {k:16} {sum(1 for r in rs if r['roots'] == r['expected'])}/{len(rs)}")
     return 0
 
 
