@@ -219,14 +219,16 @@ def _fill(row: dict, found, paths: list[str]) -> None:
         row["root_rank"] = (
             lroot.rank if lroot is not None and lroot.rank is not None else facts.rank
         )
-        line = best.line if best is not None else (lroot.line if lroot is not None else "")
+        # The root failure's own line, the same reading as the exception and rank beside it;
+        # the best match's line only where the log shows no root failure.
+        line = lroot.line if lroot is not None else (best.line if best is not None else "")
     raw: str | None = None  # the root line as the file has it, prefixes and all (its time)
     if view is None and len(found.paths) == 1 and not found.paths[0].startswith("<"):
         path = found.paths[0]
-        if best is not None and best.line_number:
-            raw = _line_at(path, best.line_number, best.line)
-        elif lroot is not None and lroot.line_number:
+        if lroot is not None and lroot.line_number:
             raw = _line_at(path, lroot.line_number, lroot.line)
+        elif best is not None and best.line_number:
+            raw = _line_at(path, best.line_number, best.line)
     row["root_line"] = line[:ROOT_LINE_MAX] if line else None
     host, gpu = _where(result.matches)
     if host is None and view is not None:
