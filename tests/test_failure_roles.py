@@ -104,6 +104,7 @@ def test_killed_after_an_exception_is_its_teardown_not_the_oom_killer(tmp_path, 
     rc, d = _lookup(log)
     assert rc == 4, "the root failure is known, no entry knows it"
     assert d["matches"] == []
+    assert [m["id"] for m in d["followers"]] == ["cpu-oom-killed"]  # said, never the answer
     root = d["root"]
     assert root["exception"] == "mylib.errors.ShardError"
     assert root["message"] == "shard 7 missing", "the message stops where the log goes on"
@@ -289,3 +290,18 @@ def test_rays_worker_prefix_is_peeled_so_its_lines_are_read(tmp_path):
     _, d = _lookup(log)
     assert d["root"] is not None and d["root"]["line"] == "Fatal Python error: Aborted"
     assert d["root"]["rank"] is None  # a pid is no rank
+
+
+def test_a_job_whose_root_rank_failed_of_an_unknown_error_shows_that_error(tmp_path):
+    code, exc = "load_shard(7)", "mylib.errors.ShardError: shard 7 missing"
+    log = _write(tmp_path, TRACE.format(code=code, exc=exc) + WATCHDOG)
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["lookup", "--file", str(log)])
+    out = buf.getvalue()
+    assert rc == 4, "no entry knows the root's failure"
+    lines = out.splitlines()
+    assert lines[0].startswith("job  root cause: rank 1")
+    assert "root failure  mylib.errors.ShardError" in out
+    assert out.index("rank 1  root") < out.index("rank 0  consequence")
+    assert "nccl-timeout" in out.split("root failure", 1)[1]  # the other ranks' entries, after

@@ -14,7 +14,7 @@ import json
 from kb.job.lookup import JobLookup, display_path
 from kb.job.view import JobKind, JobView, Part, RankVerdict, Role
 from kb.knowledge.base import KnowledgeBase
-from kb.render.report import match_dict, result_dict, result_markdown, result_text
+from kb.render.report import match_dict, result_dict, result_markdown, result_text, root_text
 from kb.render.style import Style
 from kb.render.terminal import for_terminal, inert, json_text
 
@@ -127,7 +127,7 @@ def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:
     so a 512-rank job reads in a few lines."""
     rows: list[tuple[str, RankVerdict]] = []
     groups: dict[tuple, list[RankVerdict]] = {}
-    for v in job.ranks:
+    for v in job.in_order():
         if v.role == Role.ROOT or v.rank is None:
             rows.append((_who(v), v))
         else:
@@ -136,15 +136,9 @@ def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:
         ranked = [v.rank for v in vs if v.rank is not None]  # grouped ranks all have one
         name = _who(vs[0]) if len(vs) == 1 else "ranks " + _ranges(ranked)
         rows.append((name, vs[0]))
-    order = {"root": 0, "unknown": 1, "consequence": 2}
-    primary = job.root
-    rows.sort(
-        key=lambda r: (
-            r[1] is not primary,
-            order.get(str(r[1].role), 3),
-            r[1].rank if r[1].rank is not None else -1,
-        )
-    )
+    # Each row where its first rank stands in the job's one order (JobView.in_order).
+    place = {id(v): i for i, v in enumerate(job.in_order())}
+    rows.sort(key=lambda r: place[id(r[1])])
     return rows
 
 
@@ -195,6 +189,17 @@ def _straggler_text(jl: JobLookup, st: Style) -> list[str]:
     job = jl.job
     assert job is not None
     out: list[str] = []
+    lroot = jl.result.root
+    if (
+        lroot is not None
+        and lroot.role == "initiating"
+        and job.root is not None
+        and job.root.id is None
+        and lroot.rank == job.root.rank
+    ):
+        # The root rank's own failure, which no entry knows: what the log shows of it.
+        out += root_text(lroot, st)
+        out.append("")
     dumps = {d.rank: d for d in job.dumps if d.rank is not None}
     for r in job.roots:
         if r.entry is not None:
@@ -224,7 +229,7 @@ def _straggler_text(jl: JobLookup, st: Style) -> list[str]:
             )
         )
         out.append("")
-    ms = jl.result.matches
+    ms = jl.result.matches or jl.result.followers
     if ms:
         out.append(
             st.bold("Entries the other ranks and the launcher matched")
@@ -260,7 +265,7 @@ def lookup_markdown(jl: JobLookup, kb: KnowledgeBase) -> str:
         "| rank | role | entry | why |",
         "| --- | --- | --- | --- |",
     ]
-    for v in job.ranks:
+    for v in job.in_order():
         out.append(
             f"| {_who(v)} | {v.role} | {f'`{v.id}`' if v.id else _what(v, job)} | {v.reason.replace('|', '/')} |"
         )

@@ -75,6 +75,8 @@ def result_dict(r: LookupResult, kb: KnowledgeBase | None = None) -> dict:
         },
         "warnings": list(r.warnings),
         "root": r.root.to_dict() if r.root is not None else None,
+        # matches on what followed from a root failure no entry knows: never the answer
+        "followers": [match_dict(m) for m in r.followers],
     }
     if kb is not None:
         d["kb"] = about(kb)
@@ -155,6 +157,14 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
                 st.yellow("no known entry")
                 + " for this failure: above is what the log shows, not a diagnosis."
             )
+            if r.followers:
+                out.append(
+                    st.dim(
+                        "what followed from it matched "
+                        + ", ".join(f"{m.id} (line {m.line_number})" for m in r.followers)
+                        + ": consequences, not the cause"
+                    )
+                )
         else:
             out.append(st.yellow("no known entry") + f" for this input{why}.")
         if r.suggestions:
