@@ -59,6 +59,7 @@ __all__ = [
     "Surfaced",
     "__version__",
     "evidence_line",
+    "inert",
     "inspect_gpu",
     "load",
     "lookup",
@@ -106,6 +107,7 @@ if TYPE_CHECKING:  # for type checkers; at run time the names load lazily below
     from kb.model.record import replace
     from kb.model.root import ChainLink, Frame, Origin, Relation, RootFailure, RootKind
     from kb.render.style import evidence_line, verification_status
+    from kb.render.terminal import inert
     from kb.scan.reader import open_log
     from kb.verify.gpu import GpuInfo
     from kb.verify.gpu import inspect as inspect_gpu
@@ -151,6 +153,7 @@ _LAZY = {
     "inspect_gpu": "verify.gpu:inspect",  # name: "module" or "module:its name there"
     "verification_status": "render.style",
     "evidence_line": "render.style",
+    "inert": "render.terminal",  # text from input made safe for a terminal (kb.render.terminal)
     "replace": "model.record",  # a copy of a record (a Match, an Entry...) with some fields changed
     # a whole job's verdict (kb.lookup_job(...).job) and its parts
     "JobLookup": "job.lookup",

@@ -30,7 +30,9 @@ from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
@@ -52,10 +54,11 @@ from kb import (
     KnowledgeBase,
     LookupResult,
     Match,
+    inert,
     verification_status,
 )
 
-from . import clipboard, command_line, keys
+from . import clipboard, command_line, inert_lines, keys
 from .background import Background
 from .confirm_screen import ConfirmScreen
 from .copy_items import items_for
@@ -120,6 +123,7 @@ class KbApp(App[int]):
         prewarm: bool = False,
         watch_gpu: bool = True,
     ) -> None:
+        inert_lines.install()  # no line of a log, a path or an entry drives the terminal
         super().__init__()
         self.kb = kb
         self.engine: Engine | None = Engine(knowledge=kb) if kb is not None else None
@@ -258,6 +262,25 @@ class KbApp(App[int]):
         if self._prewarm:
             self._prewarm_index(engine)
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast whose text is never markup (a path or a problem may hold `[/]`) and never
+        drives the terminal: every message here says something about the input."""
+        super().notify(
+            inert(str(message), newlines=True),
+            title=inert(str(title)),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
+
     @staticmethod
     def _prewarm_index(engine: Engine) -> None:
         """Open the full-text index before the first paste that needs it (only used when no
@@ -369,7 +392,7 @@ class KbApp(App[int]):
         if folder != self._log_path:  # another path was opened meanwhile
             return
         area = self.query_one("#paste", TextArea)
-        area.border_title = f"{folder.name or folder}/"
+        area.border_title = Content(f"{folder.name or folder}/")  # a name is text, not markup
         area.border_subtitle = "a folder: its logs are read as one job"
         self._start_lookup()
 
@@ -506,7 +529,7 @@ class KbApp(App[int]):
             area.border_subtitle = ""
         if whole_size is not None and self._log_label:
             area.border_title = (
-                "piped log" if self._stream is not None else Path(self._log_label).name
+                "piped log" if self._stream is not None else Content(Path(self._log_label).name)
             )
         else:
             area.border_title = "Error or log"
@@ -605,7 +628,7 @@ class KbApp(App[int]):
             ranks.border_subtitle = (
                 self.query_one("#paste", TextArea).border_subtitle
                 if self._streaming
-                else shorter(self._log_label)
+                else Content(shorter(self._log_label))
             )
             if was is None or not isinstance(self.focused, RankList):
                 ranks.focus()  # the hidden widgets cannot keep the focus

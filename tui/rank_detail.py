@@ -62,7 +62,7 @@ def head(
         ("line from", row.source + (f" ({row.line_of}'s line)" if row.line_of else "")),
     ):
         if value:
-            facts.add_row(label, value)
+            facts.add_row(label, Text(value))  # a path is text, never markup ("x[/]y.log")
     if facts.row_count:
         out.append(facts)
     if row.line:

@@ -14,6 +14,7 @@ from kb import exit_codes
 from kb.diagnosis.engine import default_engine
 from kb.job.lookup import InputError, JobLookup, lookup_paths, lookup_stream, lookup_text
 from kb.render.style import Style, use_color
+from kb.render.terminal import inert, json_text
 
 _LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".json")
 
@@ -123,9 +124,9 @@ def run_lookup(args) -> int:
         return exit_codes.USAGE
     kb = engine.knowledge
     for p in kb.problems:
-        print(f"kb: {p}", file=sys.stderr)  # a broken entry of the user's is named, not hidden
+        print(f"kb: {inert(str(p))}", file=sys.stderr)  # a broken entry of the user's is named
     for w in dict.fromkeys(w for _, jl in looked for w in jl.result.warnings):
-        print(f"kb: warning: {w}", file=sys.stderr)
+        print(f"kb: warning: {inert(w)}", file=sys.stderr)
     fmt = args.format or ("json" if args.json else "text")
     sys.stdout.write(render(looked, fmt, kb, batch=args.batch))
     if any(jl.result.matches for _, jl in looked):
@@ -147,7 +148,7 @@ def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: b
         if fmt == "json":
             import json  # only for --json: a plain-text lookup never imports it
 
-            return json.dumps(result_dict(r, kb), indent=2, ensure_ascii=False) + "\n"
+            return json_text(json.dumps(result_dict(r, kb), indent=2, ensure_ascii=False)) + "\n"
         return (
             result_markdown(r, kb) if fmt == "markdown" else result_text(r, kb, Style(use_color()))
         )
@@ -164,11 +165,12 @@ def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: b
                 d["input"]["name"] = name
         import json
 
-        return json.dumps(docs if batch else docs[0], indent=2, ensure_ascii=False) + "\n"
+        doc = json.dumps(docs if batch else docs[0], indent=2, ensure_ascii=False)
+        return json_text(doc) + "\n"
     out = []
     for name, jl in looked:
         if batch:
-            out.append(f"==> {name} <==\n")
+            out.append(f"==> {inert(name)} <==\n")
         if fmt == "markdown":
             out.append(job_report.lookup_markdown(jl, kb))
         else:

@@ -30,6 +30,7 @@ from rich.progress import (
 )
 
 from kb import exit_codes
+from kb.render.terminal import InertWriter, inert
 
 from . import discover as discovery
 from . import local, store
@@ -103,10 +104,12 @@ def main(argv: list[str]) -> int:
         args = parser().parse_args(argv)
     except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
         return e.code if isinstance(e.code, int) else exit_codes.USAGE
-    out = Console()
+    # What reaches stdout is made inert (kb.render.terminal): job and host names, table cells
+    # and errors come from the jobs' files; only rich's own styles reach a terminal.
+    out = Console(file=InertWriter(sys.stdout))
     if not out.is_terminal and "COLUMNS" not in os.environ:
         # Piped or redirected: no terminal to fit, so tables keep their cells whole.
-        out = Console(width=WIDE)
+        out = Console(file=InertWriter(sys.stdout), width=WIDE)
     err = Console(stderr=True)
     if args.workers is not None and args.workers < 1:
         return _usage(err, "--workers must be 1 or more")
@@ -211,7 +214,7 @@ def _rows(args: argparse.Namespace, jobs: Sequence[discovery.Job]) -> Iterator[d
 
 
 def _usage(err: Console, message: str) -> int:
-    err.print(f"kb triage: {message}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"kb triage: {inert(message)}", markup=False, highlight=False, soft_wrap=True)
     return exit_codes.USAGE
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kb.render.style import print_whole, terminal_width
 from kb.render.table import Col, fitted
+from kb.render.terminal import inert
 
 from .store import Result, Summary
 
@@ -28,9 +30,12 @@ def render(s: Summary, console: Console, out: str | None = None) -> None:
             f"names ({s.jobs - s.with_meta} not in it)"
         )
     for version, knowledge, n in s.versions:
-        console.print(f"kb {version}, knowledge {knowledge}: {n} job(s)", style="dim")
+        console.print(
+            Text(f"kb {inert(str(version))}, knowledge {inert(str(knowledge))}: {n} job(s)"),
+            style="dim",
+        )
     if out:
-        console.print(f"table: {out}", style="dim")
+        console.print(Text(f"table: {inert(out)}"), style="dim")
     if not s.jobs:
         return
 
@@ -107,7 +112,7 @@ def render(s: Summary, console: Console, out: str | None = None) -> None:
     if s.errors:
         console.print(f"Unreadable jobs ({s.unreadable}):")
         for error, n in s.errors:
-            console.print(f"  {n} x {error}", markup=False, highlight=False)
+            console.print(f"  {n} x {inert(str(error))}", markup=False, highlight=False)
 
 
 def render_result(r: Result, console: Console, fmt: str = "table") -> None:
@@ -132,21 +137,23 @@ def render_result(r: Result, console: Console, fmt: str = "table") -> None:
     for i, c in enumerate(r.columns):
         first = next((row[i] for row in r.rows if row[i] is not None), None)
         numeric = isinstance(first, (int, float)) and not isinstance(first, bool)
-        t.add_column(c, overflow="fold", justify="right" if numeric else "left")
+        t.add_column(Text(inert(str(c))), overflow="fold", justify="right" if numeric else "left")
     for row in r.rows:
         t.add_row(*(_cell(v) for v in row))
     console.print(t)
     console.print(f"{len(r.rows)} row(s)", style="dim")
 
 
-def _cell(v: object) -> str:
+def _cell(v: object) -> Text:
+    """A query's cell as text, never markup ("[/]" in a root line, a folder `job-[bold]b`), with
+    nothing a terminal would obey."""
     if v is None:
-        return ""
+        return Text("")
     if isinstance(v, float):
-        return f"{v:.1f}"
+        return Text(f"{v:.1f}")
     if isinstance(v, list):
-        return ", ".join(str(x) for x in v)
-    return str(v)
+        return Text(inert(", ".join(str(x) for x in v)))
+    return Text(inert(str(v)))
 
 
 def _print(

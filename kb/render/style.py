@@ -248,8 +248,12 @@ def console(stream: TextIO | None = None):
             # the CLI turns this into exit 0.
             raise BrokenPipeError
 
+    from kb.render.terminal import InertWriter
+
+    # Whatever reaches the stream is made inert (kb.render.terminal): rich's own styles pass,
+    # no sequence from an entry, a log or a name does.
     return _Console(
-        file=stream if stream is not None else sys.stdout,
+        file=InertWriter(stream if stream is not None else sys.stdout),
         highlight=False,
         soft_wrap=False,
         force_terminal=True if os.environ.get("FORCE_COLOR") else None,

@@ -19,6 +19,8 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
+from kb.render.terminal import inert
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -122,6 +124,8 @@ def fitted(
 ) -> tuple[Table, list[str], int]:
     """A rich Table of `rows` fitted to `width` (None: whole cells), the headers of the columns
     it left out, and the width it needs (print it with a console at least that wide)."""
+    # Cells come from input (entry titles, job and host names): inert, each on one line.
+    rows = [[c if isinstance(c, Text) else inert(c) for c in r] for r in rows]
     shown, widths = fit(cols, rows, width, table_kwargs)
     t = Table(**table_kwargs)
     for i, w in zip(shown, widths):
