@@ -227,3 +227,45 @@ def test_a_state_folder_others_can_write_is_refused(tmp_path, monkeypatch, mode)
     assert any(str(home) in w and "writable by" in w for w in kb.warnings)
     assert list(home.iterdir()) == []
     assert kb.get("cuda-illegal-memory-access") is not None
+
+
+# ------------------------------------------------------------------ output paths are local files
+@pytest.mark.parametrize(
+    "out", ["md:x.duckdb", "motherduck:x.duckdb", "s3://bucket/day.parquet", "https://h/d.duckdb"]
+)
+def test_an_output_that_names_an_address_is_refused_before_any_job(tmp_path, out):
+    """`--out md:x.duckdb` made DuckDB download its MotherDuck extension: an output (or a table to
+    query) is a local file; an address is refused at once, nothing fetched (no ~/.duckdb)."""
+    jobs = tmp_path / "jobs" / "a"
+    jobs.mkdir(parents=True)
+    (jobs / "rank0.log").write_text(CUDA + "\n")
+    env = {"HOME": str(tmp_path), "KB_HOME": str(tmp_path / "state")}
+    r = subprocess.run(
+        [sys.executable, "-m", "kb", "triage", str(jobs.parent), "--out", out, "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert r.returncode == 2 and "local files only" in r.stderr, r.stderr
+    assert not (tmp_path / ".duckdb").exists()
+    q = subprocess.run(
+        [sys.executable, "-m", "kb", "triage", "--sql", "SELECT 1", "--out", out],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert q.returncode == 2 and not (tmp_path / ".duckdb").exists()
+
+
+def test_a_file_whose_name_has_a_colon_is_written_as_a_file(tmp_path):
+    from kb.fleet import store
+
+    assert store.local_file("./md:x.duckdb") == os.path.abspath("md:x.duckdb")
+    spool = store.Spool(str(tmp_path))
+    con = store.write(spool, str(tmp_path / "md:x.duckdb"))
+    con.close()
+    assert (tmp_path / "md:x.duckdb").is_file()

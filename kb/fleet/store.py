@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,11 +48,30 @@ class StoreError(Exception):
     """A table that cannot be written or read, or a query DuckDB refuses: said in one line."""
 
 
+# A name DuckDB would read as an address, not a file: md:/motherduck: (a MotherDuck database,
+# whose extension it downloads), s3://, http(s)://, gcs:// and the like. A Windows drive (C:\)
+# is a file.
+_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def local_file(path: str, what: str = "--out") -> str:
+    """The absolute path of a local file kb may write or read as a table, else StoreError: a
+    table is a file here, never a database service or a URL (DuckDB takes `md:x.duckdb` for
+    MotherDuck and downloads its extension). `./md:x.duckdb` names a file so called."""
+    m = _ADDRESS.match(path)
+    if m:
+        raise StoreError(
+            f"{what} {path}: kb triage writes and reads local files only; '{m.group()}' makes "
+            f"it an address (MotherDuck, a URL), not a file (./{path} is a file of that name)"
+        )
+    return os.path.abspath(path)
+
+
 def check_out(path: str) -> None:
     """Refuse an output kb cannot write before any job is read."""
     if not path.lower().endswith(FORMATS):
         raise StoreError(f"--out {path}: the file must end in .duckdb or .parquet")
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(local_file(path))
     if not os.path.isdir(folder):
         raise StoreError(f"--out {path}: no such folder {folder}")
 
@@ -102,6 +122,7 @@ def write(spool: Spool, out: str) -> duckdb.DuckDBPyConnection:
     """The table into `out` (.duckdb or .parquet); returns a connection that reads it (with the
     faulty_nodes view), for the summary."""
     check_out(out)
+    shown, out = out, local_file(out)  # DuckDB is given absolute paths: files, never addresses
     tmp = f"{out}.tmp-{os.getpid()}"
     try:
         if out.lower().endswith(".duckdb"):
@@ -119,9 +140,9 @@ def write(spool: Spool, out: str) -> duckdb.DuckDBPyConnection:
         con.execute(FAULTY_NODES_SQL.format(temp="TEMP"))
         return con
     except duckdb.Error as e:
-        raise StoreError(f"cannot write {out}: {e}") from None
+        raise StoreError(f"cannot write {shown}: {e}") from None
     except OSError as e:
-        raise StoreError(f"cannot write {out}: {e.strerror or e}") from None
+        raise StoreError(f"cannot write {shown}: {e.strerror or e}") from None
     finally:
         _remove(tmp)
         _remove(tmp + ".wal")
@@ -131,6 +152,7 @@ def open_table(path: str) -> duckdb.DuckDBPyConnection:
     """A written table, to query: `jobs` and `faulty_nodes` as in the run that wrote it."""
     if not os.path.exists(path):
         raise StoreError(f"no such file: {path} (write it first: kb triage PATH... --out {path})")
+    shown, path = path, local_file(path, "the table")
     try:
         if path.lower().endswith(".duckdb"):
             con = duckdb.connect(path, read_only=True)
@@ -142,8 +164,8 @@ def open_table(path: str) -> duckdb.DuckDBPyConnection:
             con.execute(FAULTY_NODES_SQL.format(temp="TEMP"))
             return con
     except duckdb.Error as e:
-        raise StoreError(f"cannot read {path}: {_first_line(e)}") from None
-    raise StoreError(f"{path}: kb triage writes .duckdb or .parquet files")
+        raise StoreError(f"cannot read {shown}: {_first_line(e)}") from None
+    raise StoreError(f"{shown}: kb triage writes .duckdb or .parquet files")
 
 
 @dataclass
