@@ -376,3 +376,52 @@ def test_show_leads_with_what_the_error_looks_like_not_regexes():
     assert out.index("What it looks like") < out.index("Causes")
     rc, out, _ = run("show", "cuda-oom", "--patterns")
     assert rc == 0 and "(?P<requested>" in out and "oom-2x" in out
+
+
+def test_no_word_of_work_over_what_the_user_types(tmp_path):
+    """`kb lookup --stdin` on a terminal reads what the user types or pastes there: no line of
+    kb's is drawn over it, however long they take."""
+    import pty
+    import time
+
+    home = str(tmp_path / "home")
+    run("lookup", "warm the cache", env={"KB_HOME": home})  # kb then waits on the user at once
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    env = {**os.environ, "KB_HOME": home, "KB_PROGRESS_DELAY": "0", "NO_COLOR": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "kb", "lookup", "--stdin"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        cwd=REPO,
+        env=env,
+    )
+    os.close(slave)
+    time.sleep(1.0)  # the user takes a moment
+    os.write(master, b"CUDA error: device-side assert triggered\n")
+    import select
+
+    chunks = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if p.poll() is None:
+            os.write(master, b"\x04")  # end of input, said again until kb has read it
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if not ready:
+            continue
+        try:
+            b = os.read(master, 65536)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    os.close(master)
+    assert p.wait(timeout=10) == 0
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert "cuda-device-side-assert" in shown and "reading the input" not in shown

@@ -117,7 +117,10 @@ def run_lookup(args) -> int:
     engine = default_engine(args.kb_dir)
     with step(reading_label):  # on a terminal, word of a first run's cache build
         engine.knowledge  # noqa: B018 - loaded here, where the wait is said, not in the lookup
-    with step(lookup_label if _one_message(args) else "reading the input"):
+    # Typed or pasted on the terminal (`kb lookup --stdin`, then the text): no line of kb's
+    # may write over what the user types.
+    typed = (args.stdin or "-" in (args.inputs or []) + (args.file or [])) and not _piped()
+    with step(lookup_label if _one_message(args) else "reading the input", shown=not typed):
         looked, err = _read(args, engine)
     if err:
         print(f"kb: {err}", file=sys.stderr)

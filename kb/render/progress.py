@@ -49,7 +49,10 @@ class step:  # a context manager, named like contextlib's
         label: str | Callable[[], str],
         stream: TextIO | None = None,
         delay: float | None = None,
+        shown: bool = True,
     ):
+        """shown=False: say nothing (the terminal is the input: the user is typing on it)."""
+        self.shown = shown
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.delay = delay
@@ -66,7 +69,7 @@ class step:  # a context manager, named like contextlib's
             self.what = what
 
     def __enter__(self) -> Callable[..., None]:
-        if os.environ.get("KB_NO_PROGRESS") or not _is_terminal(self.stream):
+        if not self.shown or os.environ.get("KB_NO_PROGRESS") or not _is_terminal(self.stream):
             return _noop
         import threading
 
@@ -96,7 +99,7 @@ class step:  # a context manager, named like contextlib's
         except Exception:  # what to say must never break the work
             text = "working"
         try:
-            width = os.get_terminal_size(self.stream.fileno()).columns
+            width = os.get_terminal_size(self.stream.fileno()).columns or 80  # 0: size unset
         except (AttributeError, OSError, ValueError):
             width = 80
         last = ""
