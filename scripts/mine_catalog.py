@@ -540,14 +540,20 @@ def cuda_templates(repo: str) -> list[Template]:
     out: list[Template] = []
     for api, key, fmt in (
         ("runtime", "runtime", "CUDA error: {text}"),
-        ("runtime-legacy", "runtime_legacy", "cuda runtime error ({code}) : {text}"),
+        # THC's THCudaCheck printed where it failed: "... : <text> at <file>:<line>"
+        ("runtime-legacy", "runtime_legacy", "cuda runtime error ({code}) : {text} at {{file}}:{{line}}"),
         ("driver", "driver", "CUDA driver error: {text}"),
     ):
         for value, rec in sorted(codes[key].items(), key=lambda kv: int(kv[0])):
             if int(value) == 0:
                 continue
             text = rec["text"].replace("{", "{{").replace("}", "}}")
-            tmpl = fmt.replace("{text}", text).replace("{code}", str(value))
+            tmpl = (
+                fmt.replace("{text}", text)
+                .replace("{code}", str(value))
+                .replace("{{file}}", "{file}")
+                .replace("{{line}}", "{line}")
+            )
             out.append(
                 Template(
                     source="cuda",

@@ -471,9 +471,11 @@ def test_unreadable_data_file_is_a_clear_error(tmp_path):
         store.read_file(str(path))
 
 
-def test_coverage_figures_are_consistent_with_the_data(fams):
+def test_coverage_figures_are_consistent_with_the_data():
+    from kb.catalog import cache
+
     cat = store.load()
-    cov = coverage.compute(cat, fams)
+    cov = coverage.compute(cat, cache.mapped(cat))
     sources = {s.source for s in cov.sources}
     for name in (
         "pytorch",
@@ -527,3 +529,103 @@ def test_coverage_command(capsys):
     assert coverage_main(["--brief"]) == 0
     out = capsys.readouterr().out
     assert "pytorch" in out and "unmapped" in out
+
+
+# ---------------------------------------------------------------- how often users meet them ---
+
+
+def _freq_fixture(tmp_path):
+    fam = tmp_path / "families.yaml"
+    fam.write_text(
+        "families:\n"
+        "  - {id: hint, text: 'has no attribute', entry: null, claims: false}\n"
+        "  - {id: shape, text: 'must match the size', entry: shape-mismatch}\n"
+        "  - {id: area, source: demo, file: 'core/', entry: null}\n"
+    )
+    def demo(text, file):
+        return Template(source="demo", version="1.0", text=text, file=file)
+
+    ts = [
+        demo("The size of tensor a ({a}) must match the size of tensor b ({b})", "core/a.py"),
+        demo("'{}' object has no attribute '{}'", "core/b.py"),
+        demo("layout is only implemented for dense tensors here", "core/c.py"),
+        demo("a message nobody has met in any thread", "other/d.py"),
+    ]
+    cat = store.Catalog(
+        (store.SourceInfo(source="demo", version="1.0", origin="test", count=len(ts)),), tuple(ts)
+    )
+    freq = coverage.Frequency(
+        date="2026-01-01",
+        queries=2,
+        results=24,
+        threads=5,
+        lines=6,
+        fitted=5,
+        fits=(
+            ("t1", "demo", "1.0", ts[0].text),
+            ("t2", "demo", "1.0", ts[0].text),
+            ("t3", "demo", "1.0", ts[1].text),
+            ("t4", "demo", "0.9", ts[2].text),  # an older version's fit, found by its text
+            ("t5", "demo", "1.0", "a template the catalog no longer holds"),
+        ),
+    )
+    return cat, families.load(str(fam), codes={}), freq
+
+
+def test_frequency_weights_templates_by_the_threads_that_show_them(tmp_path):
+    cat, fams, freq = _freq_fixture(tmp_path)
+    cov = coverage.compute(cat, fams, freq)
+    (row,) = cov.sources
+    assert (row.met, row.met_entry, row.met_hint) == (4, 2, 1)
+    assert cov.unplaced == 1
+    (lib,) = cov.libraries()
+    assert (lib.templates, lib.to_entry, lib.met, lib.met_entry) == (4, 1, 4, 2)
+    assert lib.entry_share == 0.25 and lib.met_entry_share == 0.5
+    data = json.loads(json.dumps(cov.to_json()))
+    assert data["frequency"]["unplaced"] == 1
+    assert data["libraries"][0]["met_entry_share"] == 0.5
+    text = coverage.render_text(cov, detail=False)
+    assert "weighted by how often users meet them" in text and "2 50%" in text
+    # without a sample the figures say nothing of frequency
+    plain = coverage.compute(cat, fams)
+    assert plain.sources[0].met == 0 and "weighted by" not in coverage.render_text(plain)
+
+
+def test_the_committed_frequency_sample_fits_the_catalog():
+    """Every thread-template pair in kb/catalog/frequency.json names a template the catalog holds
+    (re-mining must keep them placed, or the sample be attributed again)."""
+    from kb.catalog import cache
+
+    freq = coverage.load_frequency()
+    assert freq is not None and freq.fits
+    cat = store.load()
+    cov = coverage.compute(cat, cache.mapped(cat), freq)
+    assert cov.unplaced == 0
+    assert sum(s.met for s in cov.sources) == len(freq.fits)
+    assert freq.fitted >= len(freq.fits) and freq.lines >= freq.fitted
+    assert freq.threads >= len({f[0] for f in freq.fits})
+    pytorch = next(lib for lib in cov.libraries() if lib.source == "pytorch")
+    assert pytorch.met and 0 <= pytorch.met_entry <= pytorch.met
+
+
+def test_frequency_lines_are_attributed_as_a_lookup_reads_them():
+    import importlib.util
+
+    from kb.catalog.matcher import Matcher
+    from tests._repo import REPO
+
+    spec = importlib.util.spec_from_file_location(
+        "catalog_frequency", REPO / "scripts" / "catalog_frequency.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    words = ("must match the size of tensor", "index out of range", "out of range")
+    m = Matcher([t for t in store.load().templates if any(w in t.text for w in words)])
+    t = mod.attribute(
+        m,
+        "RuntimeError: The size of tensor a (3) must match the size of tensor b (4) at "
+        "non-singleton dimension 0",
+    )
+    assert t is not None and t.source == "pytorch" and "must match the size of tensor b" in t.text
+    # a known phrase inside a message of the user's own is no fit
+    assert mod.attribute(m, "ValueError: my loader says: index out of range, whatever that means here") is None

@@ -54,7 +54,7 @@ def cache_key(codes: Codes, data_dir: str | None = None, families_file: str | No
     """What this configuration is built from: stat of every input file, and the codes. The
     cache files are named by its CRC and hold it whole, which must match to the byte."""
     lines = [f"format {FORMAT}"]
-    for path in [*data_files(data_dir), families_file or FAMILIES_FILE]:
+    for path in [*data_files(data_dir), families_file or FAMILIES_FILE, FREQUENCY_FILE]:
         try:
             st = os.stat(path)
         except OSError:
@@ -275,6 +275,8 @@ class _Mapped(Families):
 
 
 MAPPING_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "mapping.json.gz")
+# coverage.FREQUENCY_FILE (not imported here: a lookup that reads the cache needs no coverage code)
+FREQUENCY_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frequency.json")
 
 
 def fingerprint(data_dir: str | None = None, families_file: str | None = None) -> str:
@@ -366,6 +368,17 @@ def shipped_mapping(
     return out
 
 
+def mapped(cat: Catalog, codes: Codes | None = None) -> Families:
+    """families.yaml's answers for this catalog's templates (kb's own data and families), from
+    the mapping kept beside the data when it is fresh (milliseconds), else worked out (seconds)."""
+    if codes is None:
+        codes = families_mod.entry_codes()
+    mapping = shipped_mapping(cat, codes)
+    if mapping is None:
+        mapping = map_all(cat, codes)
+    return _Mapped({id(t): m for t, m in zip(cat.templates, mapping)})
+
+
 def build(
     codes: Codes, data_dir: str | None = None, families_file: str | None = None
 ) -> tuple[CompactIndex, object]:
@@ -378,7 +391,7 @@ def build(
         mapping = map_all(cat, codes, families_file)
     ix = CompactIndex.build(cat.templates, mapping, cat.sources)
     by = {id(t): m for t, m in zip(cat.templates, mapping)}
-    cov = coverage.compute(cat, _Mapped(by))
+    cov = coverage.compute(cat, _Mapped(by), coverage.load_frequency())
     return ix, cov
 
 

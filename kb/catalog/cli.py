@@ -17,11 +17,11 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:  # argparse printed the usage; keep the exit code a number
         return int(exc.code or 0) if isinstance(exc.code, int) else 2
 
-    from . import coverage, families, store
+    from . import cache, coverage, families, store
 
     try:
         cat = store.load()
-        fams = families.load()
+        fams = cache.mapped(cat)
     except (store.CatalogError, families.FamiliesError, OSError) as exc:
         print(f"kb coverage: {exc}", file=sys.stderr)
         return 2
@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
             tuple(s for s in cat.sources if s.source == args.source),
             tuple(t for t in cat.templates if t.source == args.source),
         )
-    cov = coverage.compute(cat, fams)
+    cov = coverage.compute(cat, fams, coverage.load_frequency())
     if args.json:
         print(json.dumps(cov.to_json(), indent=2, ensure_ascii=False))
     else:

@@ -4,6 +4,7 @@ of unmapped templates (by source folder and by first words) as a guide to what t
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -15,6 +16,57 @@ from .store import Catalog, SourceInfo
 from .template import Template
 
 TOP = 8
+# error lines of public issue threads attributed to templates (scripts/catalog_frequency.py)
+FREQUENCY_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frequency.json")
+
+
+@record(frozen=True)
+class Frequency:
+    """How often users meet the templates: a sample of public issue threads whose error lines
+    were attributed to templates. `fits`: (thread, source, version, text), a thread once per
+    template."""
+
+    date: str
+    queries: int
+    results: int  # search results read
+    threads: int  # of those, threads that showed an error line
+    lines: int
+    fitted: int
+    fits: tuple[tuple[str, str, str, str], ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "date": self.date,
+            "queries": self.queries,
+            "results_read": self.results,
+            "threads_with_error_lines": self.threads,
+            "error_lines": self.lines,
+            "lines_fitting_a_template": self.fitted,
+            "thread_template_pairs": len(self.fits),
+        }
+
+
+def load_frequency(path: str | None = None) -> Frequency | None:
+    """kb/catalog/frequency.json read; None when there is none or it cannot be read."""
+    import json
+
+    try:
+        with open(path or FREQUENCY_FILE, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        return Frequency(
+            date=str(doc.get("date", "")),
+            queries=len(doc.get("queries") or []),
+            results=int(doc.get("results_read", 0)),
+            threads=int(doc["threads"]),
+            lines=int(doc["lines"]),
+            fitted=int(doc["lines_fitting_a_template"]),
+            fits=tuple(
+                (str(f["thread"]), str(f["source"]), str(f["version"]), str(f["text"]))
+                for f in doc.get("fits") or []
+            ),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @record(frozen=True)
@@ -42,6 +94,11 @@ class SourceCoverage:
     entry_by_confidence: dict[str, int] = field(default_factory=dict)
     unmapped_by_folder: tuple[Group, ...] = ()
     unmapped_by_words: tuple[Group, ...] = ()
+    # how often users meet them (Frequency): thread-template pairs on this source's templates,
+    # and of those, on templates mapped to an entry / on hints that never claim
+    met: int = 0
+    met_entry: int = 0
+    met_hint: int = 0
 
     @property
     def unmapped(self) -> int:
@@ -74,12 +131,68 @@ class SourceCoverage:
             "by_entry": dict(sorted(self.by_entry.items(), key=lambda kv: (-kv[1], kv[0]))),
             "unmapped_by_folder": [g.to_json() for g in self.unmapped_by_folder],
             "unmapped_by_words": [g.to_json() for g in self.unmapped_by_words],
+            "met_in_threads": {
+                "to_any_template": self.met,
+                "to_entry": self.met_entry,
+                "hints_no_claim": self.met_hint,
+            },
+        }
+
+
+@record(frozen=True)
+class LibraryShare:
+    """One project's templates over all its versions, by count and by how often users meet
+    them."""
+
+    source: str
+    templates: int
+    to_entry: int
+    met: int
+    met_entry: int
+    met_hint: int
+
+    @property
+    def entry_share(self) -> float:
+        return self.to_entry / self.templates if self.templates else 0.0
+
+    @property
+    def met_entry_share(self) -> float | None:
+        return self.met_entry / self.met if self.met else None
+
+    def to_json(self) -> dict[str, object]:
+        share = self.met_entry_share
+        return {
+            "source": self.source,
+            "templates": self.templates,
+            "to_entry": self.to_entry,
+            "entry_share": round(self.entry_share, 4),
+            "met_in_threads": self.met,
+            "met_to_entry": self.met_entry,
+            "met_hints_no_claim": self.met_hint,
+            "met_entry_share": None if share is None else round(share, 4),
         }
 
 
 @record(frozen=True)
 class Coverage:
     sources: tuple[SourceCoverage, ...]
+    frequency: Frequency | None = None
+    unplaced: int = 0  # frequency fits whose template the catalog no longer holds
+
+    def libraries(self) -> tuple[LibraryShare, ...]:
+        """Per project (all versions together), PyTorch first."""
+        out: dict[str, list[int]] = {}
+        for s in self.sources:
+            row = out.setdefault(s.source, [0, 0, 0, 0, 0])
+            row[0] += s.templates
+            row[1] += s.to_entry
+            row[2] += s.met
+            row[3] += s.met_entry
+            row[4] += s.met_hint
+        return tuple(
+            LibraryShare(name, *row)
+            for name, row in sorted(out.items(), key=lambda kv: (kv[0] != "pytorch", kv[0]))
+        )
 
     def total(self, source: str | None = None) -> tuple[int, int, int, int]:
         """(templates, to an entry, to a family without entry, hints) over the sources, or one
@@ -96,6 +209,12 @@ class Coverage:
         t, e, f, h = self.total()
         return {
             "sources": [s.to_json() for s in self.sources],
+            "libraries": [lib.to_json() for lib in self.libraries()],
+            "frequency": (
+                dict(self.frequency.to_json(), unplaced=self.unplaced)
+                if self.frequency is not None
+                else None
+            ),
             "total": {
                 "templates": t,
                 "to_entry": e,
@@ -132,14 +251,27 @@ def _groups(templates: Iterable[Template], key: str) -> tuple[Group, ...]:
 
 
 def source_coverage(
-    info: SourceInfo, templates: list[Template], families: Families
+    info: SourceInfo,
+    templates: list[Template],
+    families: Families,
+    met: Counter[int] | None = None,
 ) -> SourceCoverage:
+    """One source and version's figures; `met`: id(template) -> threads that showed it."""
+    met = met or Counter()
+    n_met = n_met_entry = n_met_hint = 0
     to_entry = to_family = no_claim = 0
     by_entry: Counter[str] = Counter()
     by_conf: Counter[str] = Counter()
     unmapped: list[Template] = []
     for t in templates:
         m = families.map(t)
+        k = met.get(id(t), 0)
+        if k:
+            n_met += k
+            if m is not None and not m.claims:
+                n_met_hint += k
+            elif m is not None and m.entry:
+                n_met_entry += k
         if m is None:
             unmapped.append(t)
         elif not m.claims:
@@ -164,17 +296,74 @@ def source_coverage(
         entry_by_confidence={c: by_conf[c] for c in ("high", "medium", "low")},
         unmapped_by_folder=_groups(unmapped, "folder"),
         unmapped_by_words=_groups(unmapped, "words"),
+        met=n_met,
+        met_entry=n_met_entry,
+        met_hint=n_met_hint,
     )
 
 
-def compute(catalog: Catalog, families: Families) -> Coverage:
+def _met(catalog: Catalog, freq: Frequency | None) -> tuple[Counter[int], int]:
+    """id(template) -> how many sampled threads showed it, and how many fits name a template
+    the catalog no longer holds (matched by source and text when the version moved)."""
+    met: Counter[int] = Counter()
+    if freq is None:
+        return met, 0
+    exact = {(t.source, t.version, t.text): t for t in catalog.templates}
+    by_text = {(t.source, t.text): t for t in catalog.templates}
+    unplaced = 0
+    for _thread, source, version, text in freq.fits:
+        t = exact.get((source, version, text)) or by_text.get((source, text))
+        if t is None:
+            unplaced += 1
+        else:
+            met[id(t)] += 1
+    return met, unplaced
+
+
+def compute(catalog: Catalog, families: Families, frequency: Frequency | None = None) -> Coverage:
+    met, unplaced = _met(catalog, frequency)
     rows = [
-        source_coverage(info, catalog.of(info.source, info.version), families)
+        source_coverage(info, catalog.of(info.source, info.version), families, met)
         for info in sorted(
             catalog.sources, key=lambda i: (i.source != "pytorch", i.source, i.version)
         )
     ]
-    return Coverage(tuple(rows))
+    return Coverage(tuple(rows), frequency, unplaced)
+
+
+def _render_met(cov: Coverage) -> list[str]:
+    """Per library: templates mapped to an entry by count, and weighted by how often users
+    meet them (threads of the frequency sample that showed one of its templates)."""
+    libs = cov.libraries()
+    if not any(lib.met for lib in libs):
+        return []
+    f = cov.frequency
+    where = (
+        f"{f.queries} searches of public issue threads, {f.date}: {f.results} results, "
+        f"{f.threads} with error lines, {f.lines} lines, {f.fitted} fit a template"
+        if f is not None
+        else "the frequency sample"
+    )
+    head = f"{'library':<16} {'templates':>9} {'entry%':>7} {'met':>5} {'met:entry':>10} {'hints':>6}"
+    out = [
+        "",
+        f"weighted by how often users meet them ({where}; kb/catalog/frequency.json):",
+        head,
+        "-" * len(head),
+    ]
+    for lib in libs:
+        if not lib.met:
+            continue
+        share = lib.met_entry_share
+        out.append(
+            f"{lib.source:<16} {lib.templates:>9} {100 * lib.entry_share:>6.1f}% {lib.met:>5} "
+            f"{f'{lib.met_entry} {100 * share:.0f}%' if share is not None else '-':>10} {lib.met_hint:>6}"
+        )
+    out.append(
+        "met: thread-template pairs in the sample; met:entry: of those, on templates mapped to an "
+        "entry; hints: on templates that never claim"
+    )
+    return out
 
 
 def render_text(cov: Coverage, detail: bool = True) -> str:
@@ -202,6 +391,7 @@ def render_text(cov: Coverage, detail: bool = True) -> str:
         "entry: mapped to a kb entry (hi/med: of those, at high or medium confidence); family: a named family kb has no entry for yet; "
         "hints: advice, fallbacks and Python's own wordings, which never claim"
     )
+    lines.extend(_render_met(cov))
     if detail:
         for s in cov.sources:
             if not s.unmapped:
