@@ -21,6 +21,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
     from collections.abc import Callable
     from typing import TextIO
 
@@ -59,7 +60,7 @@ class step:  # a context manager, named like contextlib's
         self.done: int | None = None
         self.total: int | None = None
         self.what = ""  # what the work said it does now (tick), else the label
-        self._thread = None
+        self._thread: threading.Thread | None = None
         self._shown = False
 
     def tick(self, done: int | None = None, total: int | None = None, what: str = "") -> None:

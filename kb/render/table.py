@@ -116,6 +116,10 @@ def fit(
         shown.remove(max(droppable, key=lambda i: (cols[i].drop, i)))
 
 
+def _text(cell: str | Text) -> Text:
+    return cell if isinstance(cell, Text) else Text(cell)
+
+
 def fitted(
     cols: Sequence[Col],
     rows: Sequence[Sequence[str | Text]],
@@ -139,6 +143,6 @@ def fitted(
             overflow="ellipsis" if c.give == "cut" else "fold",
         )
     for r in rows:
-        t.add_row(*(r[i] if isinstance(r[i], Text) else Text(r[i]) for i in shown))
+        t.add_row(*(_text(r[i]) for i in shown))
     left = [cols[i].header for i in range(len(cols)) if i not in shown]
     return t, left, sum(widths) + overhead(len(shown), table_kwargs)
