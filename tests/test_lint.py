@@ -245,7 +245,9 @@ DATA = Path(__file__).resolve().parent.parent / "kb" / "data"
 def data_copy(tmp_path, name: str, old: str, new: str) -> Path:
     folder = tmp_path / "data"
     folder.mkdir()
-    for f in ("wrappers.yaml", "job-wordings.yaml"):
+    from kb.knowledge.data import FILES
+
+    for f in FILES:  # every data file kb reads, so only the one changed here has a problem
         (folder / f).write_text((DATA / f).read_text(encoding="utf-8"), encoding="utf-8")
     path = folder / name
     text = path.read_text(encoding="utf-8")
