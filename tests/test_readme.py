@@ -86,3 +86,26 @@ def test_the_example_checker_sees_a_stale_line(tmp_path):
     assert "cuda-unspecified-launch-failure" in readme.read_text(encoding="utf-8")
     ok = subprocess.run([sys.executable, script, "--readme", str(readme)], capture_output=True)
     assert ok.returncode == 0
+
+
+def test_the_python_example_prints_what_its_comments_say(monkeypatch):
+    """README's Python block: each expression line is followed by a `# <repr>` comment of what
+    it evaluates to; statements run as they are (from the repository's root, as a reader would)."""
+    monkeypatch.chdir(REPO)
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"### Python\n\n```python\n(.*?)```", text, re.S)
+    assert block is not None
+    lines = block.group(1).splitlines()
+    ns: dict = {}
+    checked = 0
+    for i, line in enumerate(lines):
+        code = line.split("  #", 1)[0].rstrip()
+        if not code or code.startswith("#"):
+            continue
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if nxt.startswith("# "):
+            assert repr(eval(code, ns)) == nxt[2:], code
+            checked += 1
+        else:
+            exec(code, ns)
+    assert checked >= 3
