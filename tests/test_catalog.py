@@ -581,6 +581,7 @@ def test_frequency_weights_templates_by_the_threads_that_show_them(tmp_path):
     (lib,) = cov.libraries()
     assert (lib.templates, lib.to_entry, lib.met, lib.met_entry) == (4, 1, 4, 2)
     assert lib.entry_share == 0.25 and lib.met_entry_share == 0.5
+    assert lib.met_own_entry_share == 2 / 3  # the hint's thread left out
     data = json.loads(json.dumps(cov.to_json()))
     assert data["frequency"]["unplaced"] == 1
     assert data["libraries"][0]["met_entry_share"] == 0.5

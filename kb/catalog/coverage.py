@@ -159,8 +159,15 @@ class LibraryShare:
     def met_entry_share(self) -> float | None:
         return self.met_entry / self.met if self.met else None
 
+    @property
+    def met_own_entry_share(self) -> float | None:
+        """The same, Python's own wordings and other hints left out (they never claim)."""
+        own = self.met - self.met_hint
+        return self.met_entry / own if own else None
+
     def to_json(self) -> dict[str, object]:
         share = self.met_entry_share
+        own = self.met_own_entry_share
         return {
             "source": self.source,
             "templates": self.templates,
@@ -170,6 +177,7 @@ class LibraryShare:
             "met_to_entry": self.met_entry,
             "met_hints_no_claim": self.met_hint,
             "met_entry_share": None if share is None else round(share, 4),
+            "met_entry_share_without_hints": None if own is None else round(own, 4),
         }
 
 
@@ -344,7 +352,10 @@ def _render_met(cov: Coverage) -> list[str]:
         if f is not None
         else "the frequency sample"
     )
-    head = f"{'library':<16} {'templates':>9} {'entry%':>7} {'met':>5} {'met:entry':>10} {'hints':>6}"
+    head = (
+        f"{'library':<16} {'templates':>9} {'entry%':>7} {'met':>5} {'met:entry':>10} "
+        f"{'hints':>6} {'w/o hints':>9}"
+    )
     out = [
         "",
         f"weighted by how often users meet them ({where}; kb/catalog/frequency.json):",
@@ -355,13 +366,16 @@ def _render_met(cov: Coverage) -> list[str]:
         if not lib.met:
             continue
         share = lib.met_entry_share
+        own = lib.met_own_entry_share
         out.append(
             f"{lib.source:<16} {lib.templates:>9} {100 * lib.entry_share:>6.1f}% {lib.met:>5} "
-            f"{f'{lib.met_entry} {100 * share:.0f}%' if share is not None else '-':>10} {lib.met_hint:>6}"
+            f"{f'{lib.met_entry} {100 * share:.0f}%' if share is not None else '-':>10} "
+            f"{lib.met_hint:>6} {f'{100 * own:.0f}%' if own is not None else '-':>9}"
         )
     out.append(
         "met: thread-template pairs in the sample; met:entry: of those, on templates mapped to an "
-        "entry; hints: on templates that never claim"
+        "entry; hints: on templates that never claim (Python's own wordings, advice); w/o hints: "
+        "met:entry with those left out"
     )
     return out
 
