@@ -89,13 +89,13 @@ def test_a_truncated_gzip_rank_log(tmp_path):
 
 
 def test_links_are_followed_without_loops(tmp_path):
-    elsewhere = _job(tmp_path / "logs")
     job = tmp_path / "job"
     job.mkdir()
-    for name in ("rank0.log", "rank1.log", "rank7.log"):
+    elsewhere = _job(job / ".logs")  # hidden: read only through the links (links out of the
+    for name in ("rank0.log", "rank1.log", "rank7.log"):  # job's folder are not followed)
         (job / name).symlink_to(elsewhere / name)
     (job / "again").symlink_to(job)  # a loop
-    (job / "gone.log").symlink_to(tmp_path / "nowhere.log")
+    (job / "gone.log").symlink_to(job / "nowhere.log")
     jl = lookup_paths(ENGINE, [str(job)])
     assert jl.job.root.rank == 7 and {v.rank for v in jl.job.ranks} == {0, 1, 7}
     assert (str(job / "again"), "a link to a folder already read") in jl.left_out

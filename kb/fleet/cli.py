@@ -32,8 +32,8 @@ from rich.progress import (
 from kb import exit_codes
 from kb.render.terminal import InertWriter, inert
 
+from . import budget, local, store
 from . import discover as discovery
-from . import local, store
 from . import meta as job_meta
 from .summary import render, render_result
 
@@ -95,6 +95,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kb-dir", action="append", default=[], metavar="DIR", help="more entry folders"
     )
+    p.add_argument(
+        "--job-seconds",
+        type=float,
+        default=budget.SECONDS,
+        metavar="S",
+        help=f"the time one job may take before it is a row with an error (default "
+        f"{budget.SECONDS:g}; 0: no limit)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -113,6 +121,8 @@ def main(argv: list[str]) -> int:
     err = Console(stderr=True)
     if args.workers is not None and args.workers < 1:
         return _usage(err, "--workers must be 1 or more")
+    if not args.job_seconds >= 0:  # NaN too
+        return _usage(err, "--job-seconds must be 0 (no limit) or more")
     if args.address and args.engine != "ray":
         return _usage(err, "--address is for --engine ray")
     # `kb triage --sql QUERY day.duckdb`: the one path is the table to query, not a job.
@@ -210,7 +220,7 @@ def _rows(args: argparse.Namespace, jobs: Sequence[discovery.Job]) -> Iterator[d
         except (ray_engine.RayMissing, ray_engine.RayUnavailable) as e:
             raise _EngineMissing(str(e)) from None
         return
-    yield from local.run(jobs, args.workers, args.kb_dir)
+    yield from local.run(jobs, args.workers, args.kb_dir, args.job_seconds)
 
 
 def _usage(err: Console, message: str) -> int:

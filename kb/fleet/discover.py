@@ -29,8 +29,11 @@ Not told apart: a multi-node job whose per-host folders are named by host (gpu-a
 with its ranks' logs) looks like a folder of jobs (rule 2). Name them node<N>/, or pack the job as
 a tarball: a tarball is always one job.
 
-Links are not followed and hidden names are skipped, as in the job view. A path given twice (or
-a job found under two of the paths) is one job.
+Links are not followed and hidden names are skipped, as in the job view; only regular files and
+folders are jobs (never a FIFO, a device or a socket). A path given twice (or a job found under
+two of the paths) is one job. At most MAX_ENTRIES names are looked at under the paths, folders
+counting as files do; past that the run stops before any job is read and says which folder to
+give instead (a folder is listed only as far as the limit, never held whole in memory).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_DEPTH = 8  # folders of folders of jobs (year/month/day/user/job) and then some
+MAX_ENTRIES = 2_000_000  # names looked at under the paths of one run (files and folders)
 TARBALL = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 # The names the job view reads as logs (kb's job inputs), and the files that are part of a job.
 LOG_EXT = (".log", ".out", ".err", ".txt", ".gz", ".stdout", ".stderr")
@@ -81,10 +85,17 @@ def discover(paths: Iterable[str | os.PathLike[str]], files: bool = False) -> li
     per-job logs, one file each), whatever the folders look like."""
     out: list[Job] = []
     seen: set[str] = set()
+    _LOOKED[0] = 0
     for p in paths:
         path = Path(p)
         if not path.exists():
             raise DiscoveryError(f"no such file or folder: {p}")
+        if not path.is_dir():
+            from kb.scan.reader import not_a_log
+
+            why = not_a_log(path.stat(), str(p))  # a FIFO, a device, /proc: never a job
+            if why:
+                raise DiscoveryError(why)
         for job in _each_file(path, 0) if files else _jobs(path, 0):
             key = os.path.realpath(job.path)
             if key not in seen:
@@ -133,23 +144,42 @@ def _each_file(path: Path, depth: int) -> Iterator[Job]:
             yield from _each_file(d, depth + 1)
 
 
+_LOOKED = [0]  # names looked at in this discover() call
+
+
+def _listing(path: Path) -> list[os.DirEntry]:
+    """A folder's entries, counted against MAX_ENTRIES (DiscoveryError past it); [] when it
+    cannot be read."""
+    out: list[os.DirEntry] = []
+    try:
+        with os.scandir(path) as it:
+            for entry in it:
+                _LOOKED[0] += 1
+                if _LOOKED[0] > MAX_ENTRIES:
+                    raise DiscoveryError(
+                        f"more than {MAX_ENTRIES:,} files and folders under the paths (in {path} "
+                        "and the folders before it): give kb triage the folders that hold the "
+                        "jobs, or a list of them"
+                    )
+                out.append(entry)
+    except OSError:
+        return []  # an unreadable folder holds no jobs we can name
+    return out
+
+
 def _children(path: Path) -> tuple[list[Path], list[Path]]:
     files: list[Path] = []
     dirs: list[Path] = []
-    try:
-        names = sorted(os.listdir(path))
-    except OSError:
-        return files, dirs  # an unreadable folder holds no jobs we can name
-    for name in names:
-        if name.startswith("."):
+    for entry in sorted(_listing(path), key=lambda e: e.name):
+        if entry.name.startswith(".") or entry.is_symlink():
             continue
-        p = path / name
-        if p.is_symlink():
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                dirs.append(Path(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                files.append(Path(entry.path))  # never a FIFO, a device or a socket
+        except OSError:
             continue
-        if p.is_dir():
-            dirs.append(p)
-        elif p.is_file():
-            files.append(p)
     return files, dirs
 
 
@@ -218,7 +248,4 @@ def _unrelated_logs(files: list[Path], dirs: list[Path]) -> tuple[list[Path], li
 
 
 def _names(d: Path) -> list[str]:
-    try:
-        return os.listdir(d)
-    except OSError:
-        return []
+    return [e.name for e in _listing(d)]

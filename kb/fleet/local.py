@@ -28,6 +28,7 @@ from .triage import empty_row, engine, triage
 
 IN_FLIGHT = 4  # jobs queued per worker: keeps each busy without holding many rows in memory
 _KB_DIRS: list[str] = []
+_SECONDS: list[float | None] = []  # the time one job may take, in a worker
 
 
 def cpu_count() -> int:
@@ -40,16 +41,20 @@ def cpu_count() -> int:
 
 
 def run(
-    jobs: Sequence[Job], workers: int | None = None, kb_dirs: Sequence[str] = ()
+    jobs: Sequence[Job],
+    workers: int | None = None,
+    kb_dirs: Sequence[str] = (),
+    seconds: float | None = None,
 ) -> Iterator[dict]:
-    """One row per job, in the jobs' order. One worker runs in this process (no pool)."""
+    """One row per job, in the jobs' order. One worker runs in this process (no pool).
+    seconds: the time one job may take (kb.fleet.budget; None: its default, 0: no limit)."""
     n = max(1, min(workers or cpu_count(), len(jobs) or 1))
     if n == 1:
         eng = engine(kb_dirs)
         for job in jobs:
-            yield triage(job, eng)
+            yield triage(job, eng, seconds)
         return
-    yield from _Pool(n, list(kb_dirs)).run(jobs)
+    yield from _Pool(n, list(kb_dirs), seconds).run(jobs)
 
 
 class WorkersFailed(Exception):
@@ -57,9 +62,10 @@ class WorkersFailed(Exception):
 
 
 class _Pool:
-    def __init__(self, n: int, kb_dirs: list[str]):
+    def __init__(self, n: int, kb_dirs: list[str], seconds: float | None = None):
         self.n = n
         self.kb_dirs = kb_dirs
+        self.seconds = seconds
         self.done = 0  # rows a worker returned: once one has, a dead worker is the job's fault
 
     def _executor(self, n: int) -> ProcessPoolExecutor:
@@ -67,7 +73,7 @@ class _Pool:
             n,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init,
-            initargs=(self.kb_dirs,),
+            initargs=(self.kb_dirs, self.seconds),
         )
 
     def run(self, jobs: Sequence[Job]) -> Iterator[dict]:
@@ -127,13 +133,14 @@ class _Pool:
                 return row
 
 
-def _init(kb_dirs: list[str]) -> None:
+def _init(kb_dirs: list[str], seconds: float | None = None) -> None:
     # Ctrl-C reaches the whole process group: the parent stops the pool, and a worker should
     # not print a traceback of its own for it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _KB_DIRS[:] = kb_dirs
+    _SECONDS[:] = [seconds]
     engine(kb_dirs)  # the knowledge base, once per worker, before its first job
 
 
 def _work(job: Job) -> dict:
-    return triage(job, engine(_KB_DIRS))
+    return triage(job, engine(_KB_DIRS), _SECONDS[0] if _SECONDS else None)

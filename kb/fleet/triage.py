@@ -15,17 +15,16 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from pathlib import Path
 
 import kb
 from kb.errors import KbError
 
+from . import budget
 from .discover import Job, job_of
+from .tarball import TarballError, unpack
 
 TOP = 10  # matches kept per job: enough to see an Xid line that is not the root's
 ROOT_LINE_MAX = 2000  # characters of the root line kept in the table (a line can be megabytes)
-TAR_MAX_FILES = 4096  # as many files as the job view reads from one folder
-TAR_MAX_BYTES = 16 << 30  # unpacked bytes of one job's tarball: a job, not a disk image
 
 # (column, DuckDB type): the table's schema, in order. The store and the tests read it from here.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -105,9 +104,10 @@ def empty_row(job: str) -> dict:
     return row
 
 
-def triage(job: Job | str, eng: kb.Engine | None = None) -> dict:
+def triage(job: Job | str, eng: kb.Engine | None = None, seconds: float | None = None) -> dict:
     """The row for one job. Never raises (but for KeyboardInterrupt and the like): a job that
-    cannot be read is a row with `error`."""
+    cannot be read, or that takes longer than `seconds` (budget.SECONDS by default), is a row
+    with `error`."""
     if not isinstance(job, Job):
         job = job_of(job)
     eng = eng or engine()
@@ -115,13 +115,14 @@ def triage(job: Job | str, eng: kb.Engine | None = None) -> dict:
     row = empty_row(job.path)
     tmp: str | None = None
     try:
-        paths = [job.path]
-        if job.kind == "tarball":
-            tmp = tempfile.mkdtemp(prefix="kb-triage-")
-            unpack(job.path, tmp)
-            paths = [tmp]
-        found = kb.lookup_job(paths, top=TOP, engine=eng)
-        _fill(row, found, paths)
+        with budget.time_budget(budget.SECONDS if seconds is None else seconds):
+            paths = [job.path]
+            if job.kind == "tarball":
+                tmp = tempfile.mkdtemp(prefix="kb-triage-")
+                unpack(job.path, tmp)  # only what the job view reads, streamed, bounded
+                paths = [tmp]
+            found = kb.lookup_job(paths, top=TOP, engine=eng)
+            _fill(row, found, paths)
         knowledge = eng.knowledge
         row["kb_version"] = kb.__version__
         row["knowledge"] = (knowledge.identity or knowledge.content_hash or "")[:12] or None
@@ -143,38 +144,9 @@ def _why(e: Exception, tmp: str | None, path: str) -> str:
         # tarfile lists every compression it tried, one per line: say what it means instead
         detail = f" ({msg})" if "\n" not in msg else ""
         return f"cannot read {path}: not a tar archive, or a damaged one{detail}"
-    if isinstance(e, (tarfile.TarError, KbError)):
+    if isinstance(e, (tarfile.TarError, KbError, TarballError, budget.JobTooLong)):
         return msg.splitlines()[0]  # already says what and where
     return f"{type(e).__name__}: {msg.splitlines()[0] if msg else ''}"
-
-
-# ---------------------------------------------------------------- tarballs
-def unpack(path: str, dest: str) -> None:
-    """A job's tarball into dest: regular files only, no absolute paths or `..`, no links, at
-    most TAR_MAX_FILES files and TAR_MAX_BYTES bytes (a job's logs, never a whole disk)."""
-    count = total = 0
-    with tarfile.open(path, "r:*") as tar:
-        for m in tar:
-            if not m.isreg():
-                continue
-            parts = [p for p in Path(m.name).parts if p not in ("", ".", "/")]
-            if not parts or ".." in parts or os.path.isabs(m.name):
-                continue
-            count += 1
-            total += m.size
-            if count > TAR_MAX_FILES or total > TAR_MAX_BYTES:
-                raise tarfile.TarError(
-                    f"{path}: more than {TAR_MAX_FILES} files or {TAR_MAX_BYTES >> 30} GiB "
-                    "unpacked: not one job's logs"
-                )
-            out = Path(dest, *parts)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            src = tar.extractfile(m)
-            if src is None:
-                continue
-            with src, open(out, "wb") as fh:
-                shutil.copyfileobj(src, fh, 1 << 20)
-            os.utime(out, (m.mtime, m.mtime))  # the year of a glog time comes from it
 
 
 # ---------------------------------------------------------------- the row

@@ -22,10 +22,15 @@ merged into another's: beside a job's per-rank files it is left out of that job 
 own, said with why), and a folder of such logs (job-001.log ... job-010.log, or ten combined
 logs of ten jobs) is as many jobs as it holds logs.
 
-A folder is read whole, up to MAX_FILES files: what is left out is said, with why (over the
-limit, deeper than MAX_DEPTH folders, not a log by its name, a link to a folder already read),
-and a folder or file that cannot be read is reported, never fatal to the rest. Links to files and
-folders are followed; a folder is entered once, so a link back to a parent is no loop.
+A folder is read whole, up to MAX_FILES files and folders (every entry listed counts, so a
+folder of millions of empty folders costs no more than one of as many files) and MAX_JOB_BYTES
+bytes of files: what is left out is said, with why (over a limit, deeper than MAX_DEPTH
+folders, not a log by its name, a link to a folder already read, a link out of the job's
+folder), and a folder or file that cannot be read is reported, never fatal to the rest. A folder
+is listed only as far as the limit: the rest of a huge one is never read into memory. Links are
+followed only inside the job's own folder (a link to /usr or /proc/kmsg is left out, said); a
+folder is entered once, so a link back to a parent is no loop; only regular files are ever
+opened (never a FIFO, a device, or a file of the kernel's in /proc or /sys).
 """
 
 from __future__ import annotations
@@ -36,12 +41,13 @@ from pathlib import Path
 
 import kb.job.parsers.error_file as error_file
 import kb.job.parsers.flight_recorder as flight_recorder
+from kb.errors import InputError
 from kb.job.source import Source
 from kb.model.record import field, record
 
-MAX_FILES = 100_000  # per folder argument: a 16k-rank job's logs, dumps and error files
+MAX_FILES = 100_000  # files and folders per folder argument: a 16k-rank job's logs, dumps...
 MAX_DEPTH = 8  # torchrun's layout is 4 deep under --log-dir
-MAX_COUNTED = 1_000_000  # entries walked past MAX_FILES only to count what was left out
+MAX_JOB_BYTES = 64 << 30  # bytes of the files of one folder argument: a job's logs, not a disk
 _LOG_EXT = (".log", ".out", ".err", ".txt", ".gz", ".stdout", ".stderr")
 _ATTEMPT = re.compile(r"attempt_\d+$")
 _RANK_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker|task|proc|r)[_-]?(\d{1,5})(?=\D*$)", re.I)
@@ -113,39 +119,69 @@ def collect(paths: list[str]) -> JobInputs:
     return out
 
 
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 def _walk(root: Path, out: JobInputs) -> list[Path]:
-    """The files under root, in a stable order: links followed (each folder entered once, so a
-    link to a parent is no loop, each file read once), hidden names skipped, at most MAX_FILES
-    and MAX_DEPTH deep; what is left out and what cannot be read are written to `out`."""
+    """The files under root, in a stable order: links followed inside root only (each folder
+    entered once, so a link to a parent is no loop, each file read once), hidden names skipped,
+    at most MAX_FILES entries (files and folders) and MAX_JOB_BYTES bytes of files, MAX_DEPTH
+    deep; what is left out and what cannot be read are written to `out`."""
+    from kb.scan.reader import not_a_log
+
     found: list[Path] = []
     seen_dirs: set[tuple[int, int]] = set()
     seen_files: dict[tuple[int, int], Path] = {}
-    over = 0  # files past MAX_FILES
+    over = 0  # entries past MAX_FILES
     over_named: list[str] = []
-    counted = 0
+    unlisted: list[str] = []  # folders whose listing stopped at the limit
+    budget = MAX_FILES  # entries still to be read
+    size = 0
+    over_bytes: list[str] = []
     try:
         st = root.stat()
         seen_dirs.add((st.st_dev, st.st_ino))
+        top = os.path.realpath(root)
     except OSError as e:
         out.problems.append(f"cannot read folder {root}: {e.strerror or e}")
         return found
     stack: list[tuple[Path, int]] = [(root, 0)]
     while stack:
         here, depth = stack.pop()
+        items = []
         try:
             with os.scandir(here) as it:
-                items = sorted(it, key=lambda e: e.name)
+                # Listed only as far as the limit (one more, to know there are more): a folder
+                # of millions of entries is never held in memory.
+                for item in it:
+                    if len(items) > budget:
+                        unlisted.append(str(here))
+                        break
+                    items.append(item)
         except OSError as e:
             out.problems.append(f"cannot read folder {here}: {e.strerror or e}")
             continue
+        items.sort(key=lambda e: e.name)
         subdirs: list[Path] = []
         for item in items:
             p = Path(item.path)
+            if budget <= 0:
+                over += 1
+                if len(over_named) < 20:
+                    over_named.append(str(p))
+                continue
+            budget -= 1
             if item.name.startswith("."):
                 out.left_out.append((str(p), "a hidden name"))
                 continue
+            if item.is_symlink():
+                target = os.path.realpath(p)
+                if not _inside(target, top):
+                    out.left_out.append((str(p), f"a link out of the job's folder (to {target})"))
+                    continue
             try:
-                is_dir = item.is_dir()  # follows links
+                is_dir = item.is_dir()  # follows links (inside the job's folder)
                 st = item.stat()  # follows links
             except OSError:
                 target = os.readlink(p) if item.is_symlink() else "?"
@@ -162,35 +198,37 @@ def _walk(root: Path, out: JobInputs) -> list[Path]:
                     continue
                 subdirs.append(p)
                 continue
-            if not item.is_file():
+            if not_a_log(st, str(p), resolve=False):
                 out.left_out.append((str(p), "not a regular file (a socket, a device, a pipe)"))
                 continue
             if key in seen_files:
                 out.left_out.append((str(p), "the same file as another path read (a link)"))
                 continue
             seen_files[key] = p
-            if len(found) >= MAX_FILES:
-                over += 1
-                if len(over_named) < 20:
-                    over_named.append(str(p))
+            if size + st.st_size > MAX_JOB_BYTES:
+                over_bytes.append(str(p))
+                out.left_out.append(
+                    (str(p), f"over the {MAX_JOB_BYTES >> 30} GiB kb reads of one job")
+                )
                 continue
+            size += st.st_size
             found.append(p)
-        counted += len(items)
-        if over and counted > MAX_COUNTED:
-            out.problems.append(
-                f"{root}: more than {MAX_FILES:,} files; kb read the first {MAX_FILES:,} (by "
-                f"name) and stopped counting the rest after {MAX_COUNTED:,}"
-            )
-            return found
         # depth-first, in name order
         for d in reversed(subdirs):
             stack.append((d, depth + 1))
-    if over:
+    if over or unlisted:
         for name in over_named:
             out.left_out.append((name, f"over the {MAX_FILES:,} files kb reads in one folder"))
+        more = f"; {', '.join(unlisted[:3])} held more, not even listed" if unlisted else ""
         out.problems.append(
             f"{root}: {over:,} files left out over the {MAX_FILES:,} kb reads in one folder "
-            f"(by name order), among them {', '.join(over_named[:3])}"
+            f"(files and folders both count; by name order), among them "
+            f"{', '.join(over_named[:3]) or 'the rest'}{more}"
+        )
+    if over_bytes:
+        out.problems.append(
+            f"{root}: {len(over_bytes):,} files left out over the {MAX_JOB_BYTES >> 30} GiB kb "
+            f"reads of one job, among them {', '.join(over_bytes[:3])}"
         )
     return found
 
@@ -251,10 +289,15 @@ def _dump_head(f: Path, head: bytes) -> bool:
 
 
 def _head(f: Path, n: int = 2) -> bytes:
+    """The first n bytes of a regular file (never a FIFO, a device or a file of the kernel's:
+    b"" for those, and for what cannot be read)."""
+    from kb.errors import InputError
+    from kb.scan.reader import open_checked
+
     try:
-        with open(f, "rb") as fh:
+        with open_checked(str(f)) as fh:
             return fh.read(n)
-    except OSError:
+    except (OSError, InputError):
         return b""
 
 
@@ -420,19 +463,21 @@ def _ranks_in_lines(p: Path) -> tuple[set[int], bool]:
 
 
 def _sample(p: Path) -> bytes:
+    from kb.scan.reader import open_checked
+
     try:
         if p.name.endswith(".gz") or _head(p, 2) == b"\x1f\x8b":
             import gzip
 
-            with gzip.open(p, "rb") as fh:
+            with open_checked(str(p)) as raw, gzip.GzipFile(fileobj=raw) as fh:
                 return fh.read(2 * SNIFF_LINES)
-        with open(p, "rb") as fh:
+        with open_checked(str(p)) as fh:
             head = fh.read(SNIFF_LINES)
             size = os.fstat(fh.fileno()).st_size
             if size > 2 * SNIFF_LINES:
                 fh.seek(size - SNIFF_LINES)
             return head + b"\n" + fh.read(SNIFF_LINES)
-    except (OSError, EOFError, ValueError):
+    except (OSError, EOFError, ValueError, InputError):
         return b""
 
 

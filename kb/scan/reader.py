@@ -8,6 +8,10 @@ once (a FIFO opened twice waits forever for a second writer).
 
 Limits (stated in the README):
 - a device file (/dev/zero, /dev/urandom, a disk) is refused: it is not a log;
+- so is a file of the kernel's (/proc, /sys): /proc/kmsg waits for kernel messages forever, and
+  consumes them; nothing there is a log;
+- a path is opened without waiting (O_NONBLOCK) and what was opened is checked, so a file
+  swapped for a FIFO or a device after it was looked at is refused, never waited on;
 - reading stops at a run of MAX_RUN bytes with no line break (a text log has line breaks);
 - a gzip stream stops once it has given more than BOMB_MIN bytes at more than BOMB_RATIO times
   its compressed size (real logs compress 5-100x; a bomb of zeros 1000x);
@@ -35,6 +39,75 @@ BOMB_RATIO = 500
 BOMB_MIN = 256 << 20
 
 
+_KERNEL_DEVS: set[int] | None = None
+
+
+def _kernel_devs() -> set[int]:
+    """The devices of /proc and /sys (pseudo-files of the kernel's), looked up once."""
+    global _KERNEL_DEVS
+    if _KERNEL_DEVS is None:
+        devs = set()
+        for root in ("/proc", "/sys"):
+            try:
+                devs.add(os.stat(root).st_dev)
+            except OSError:
+                pass
+        _KERNEL_DEVS = devs
+    return _KERNEL_DEVS
+
+
+def not_a_log(st: os.stat_result, path: str, *, fifo: bool = False, resolve: bool = True) -> str:
+    """Why what stat says of path is no log file to open, or '' when it is one: a folder, a
+    device, a socket, a file of the kernel's (/proc, /sys), a FIFO unless `fifo` (one given
+    on purpose: `<(cmd)`, /dev/stdin). resolve: also by where the path leads (a walk that has
+    checked its links already passes False: a realpath per file costs a stat per folder)."""
+    mode = st.st_mode
+    if stat.S_ISDIR(mode):
+        return f"{path} is a folder, not a log file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return f"{path} is a device, not a log file"
+    if stat.S_ISFIFO(mode):
+        return "" if fifo else f"{path} is a FIFO (a pipe), not a log file"
+    if not stat.S_ISREG(mode):
+        return f"{path} is not a regular file (a socket?), not a log file"
+    if st.st_dev in _kernel_devs() or (
+        resolve and os.path.realpath(path).startswith(("/proc/", "/sys/"))
+    ):
+        return f"{path} is a file of the kernel's (/proc, /sys), not a log file"
+    return ""
+
+
+def open_checked(path: str, *, fifo: bool = False) -> BinaryIO:
+    """path opened for reading without waiting on it, then checked (not_a_log): a regular
+    file (or, with `fifo`, a FIFO or pipe, then read blocking as usual). Raises InputError.
+    A FIFO given on purpose is opened as it always was, waiting for its writer."""
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+    try:
+        waits = fifo and stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        waits = False
+    if not waits:
+        flags |= getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputError(f"no such file: {path}") from None
+    except PermissionError:
+        raise InputError(f"permission denied: {path}") from None
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        why = not_a_log(os.fstat(fd), path, fifo=fifo)
+        if why:
+            raise InputError(why)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a FIFO is then read as any pipe is
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def open_log(path: str | os.PathLike[str]) -> BinaryIO:
     """A log file as bytes, gunzipped when it is gzip (whatever its name). A FIFO or pipe is
     opened once and never seeked. Raises InputError for what is no log file."""
@@ -45,16 +118,10 @@ def open_log(path: str | os.PathLike[str]) -> BinaryIO:
         raise InputError(f"no such file: {p}") from None
     except OSError as e:
         raise InputError(f"cannot read {p}: {e.strerror or e}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{p} is a folder, not a log file")
-    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
-        raise InputError(f"{p} is a device, not a log file")
-    try:
-        fh = open(p, "rb")
-    except PermissionError:
-        raise InputError(f"permission denied: {p}") from None
-    except OSError as e:
-        raise InputError(f"cannot read {p}: {e.strerror or e}") from None
+    why = not_a_log(st, p, fifo=True)
+    if why:
+        raise InputError(why)
+    fh = open_checked(p, fifo=True)
     # peek, not read + seek: a pipe cannot seek back.
     if fh.peek(2)[:2] == b"\x1f\x8b":
         return Gunzip(fh)  # type: ignore[return-value]

@@ -605,30 +605,55 @@ def _entry(e: dict, budget: _Budget, frames_too: bool) -> Entry | None:
 
 
 # ---------------------------------------------------------------- tarballs of dumps
-MAX_MEMBERS = 100_000
+MAX_MEMBERS = 100_000  # members of any kind (folders and links count)
+MAX_TAR_BYTES = 8 << 30  # the contents passed over, read or not
+TAR_BOMB_MIN = 256 << 20
+TAR_BOMB_RATIO = 500  # contents that grow more than this from their compressed size: a bomb
 
 
 def read_tarball(path: str) -> tuple[list[Dump], list[str], list[str]]:
-    """The dumps in a tarball (gzip, bz2, xz or plain), read in memory, never extracted: (dumps,
-    problems, members that are not dumps). Ranks from the dumps, else from the member's name or
-    folder (a folder per rank)."""
+    """The dumps in a tarball (gzip, bz2, xz or plain), read in memory as a stream, never
+    extracted: (dumps, problems, members that are not dumps). Ranks from the dumps, else from
+    the member's name or folder (a folder per rank). Each member is capped (MAX_BYTES) and so
+    is the whole: MAX_MEMBERS members, MAX_TAR_BYTES of contents passed over, and a compressed
+    archive growing more than TAR_BOMB_RATIO times is stopped as a bomb; what came before a
+    bound is read."""
     import tarfile
 
     dumps: list[Dump] = []
     problems: list[str] = []
     others: list[str] = []
     try:
-        tar = tarfile.open(path, "r:*")
+        raw = open(path, "rb")
+    except OSError as e:
+        return [], [f"cannot read {path} as a tarball: {e.strerror or e}"], []
+    try:
+        tar = tarfile.open(fileobj=raw, mode="r|*")
     except (tarfile.TarError, OSError, EOFError) as e:
+        raw.close()
         return [], [f"cannot read {path} as a tarball: {e}"], []
-    with tar:
+    with raw, tar:
         n = 0
         try:
             for m in tar:
                 n += 1
+                passed = m.offset_data + max(m.size, 0)
+                packed = max(raw.tell(), 1)
                 if n > MAX_MEMBERS:
                     problems.append(
                         f"{path}: more than {MAX_MEMBERS:,} members; the rest were not read"
+                    )
+                    break
+                if passed > MAX_TAR_BYTES:
+                    problems.append(
+                        f"{path}: more than {MAX_TAR_BYTES >> 30} GiB inside; the rest was not read"
+                    )
+                    break
+                if passed > TAR_BOMB_MIN and passed > TAR_BOMB_RATIO * packed:
+                    problems.append(
+                        f"{path}: its contents grow {passed // packed:,}x from their compressed "
+                        f"size, more than dumps or logs do (limit {TAR_BOMB_RATIO}x); the rest "
+                        "was not read"
                     )
                     break
                 if not m.isfile():
@@ -640,9 +665,9 @@ def read_tarball(path: str) -> tuple[list[Dump], list[str], list[str]]:
                 fh = tar.extractfile(m)
                 if fh is None:
                     continue
-                raw = fh.read(MAX_BYTES + 1)
+                raw_member = fh.read(MAX_BYTES + 1)
                 try:
-                    d = read_bytes(raw, where, rank_from_name(m.name))
+                    d = read_bytes(raw_member, where, rank_from_name(m.name))
                 except DumpError as e:
                     problems.append(str(e))
                     continue
@@ -650,7 +675,7 @@ def read_tarball(path: str) -> tuple[list[Dump], list[str], list[str]]:
                     others.append(where)
                 else:
                     dumps.append(d)
-        except (tarfile.TarError, OSError, EOFError, ValueError) as e:
+        except (tarfile.TarError, OSError, EOFError, ValueError, OverflowError) as e:
             problems.append(
                 f"{path}: the tarball ends early or is damaged ({e}); read what it held"
             )
