@@ -305,3 +305,19 @@ def test_a_job_whose_root_rank_failed_of_an_unknown_error_shows_that_error(tmp_p
     assert "root failure  mylib.errors.ShardError" in out
     assert out.index("rank 1  root") < out.index("rank 0  consequence")
     assert "nccl-timeout" in out.split("root failure", 1)[1]  # the other ranks' entries, after
+
+
+def test_a_line_logged_at_error_level_is_a_failure_when_nothing_stronger_is(tmp_path):
+    # pip's own failure line: no entry knows this one, and it is still a failure (exit 4).
+    log = _write(
+        tmp_path,
+        "Processing /home/user/proj\n"
+        "ERROR: Directory '.' is not installable. Neither 'setup.py' nor 'pyproject.toml' found.\n",
+    )
+    rc, d = _lookup(log)
+    assert rc == 4 and d["matches"] == []
+    assert d["root"]["kind"] == "logged error" and d["root"]["line_number"] == 2
+    # Plain log records are no failure; an exception outranks an ERROR record before it.
+    assert _lookup(_write(tmp_path, "INFO starting\nINFO done\n", "ok.log"))[0] == 1
+    rc, d = _lookup(_write(tmp_path, "ERROR: retrying the shard\n" + SHARD, "both.log"))
+    assert d["root"]["exception"] == "mylib.errors.ShardError"

@@ -291,6 +291,7 @@ class _Event:
         "kind",
         "line",
         "link",
+        "logged",
         "mention",
         "message",
         "number",
@@ -329,6 +330,7 @@ class _Event:
         self.ending = False  # a shell's or runtime's word for how the process ended
         self.torn = False  # a report of a signal the log shows as a teardown
         self.stopped = False  # its signal is one others stop a process with (SIGTERM...)
+        self.logged = False  # only its log level says it is a failure
         self.role = "initiating"  # set by _roles once the whole input is read
         for k, v in kw.items():
             setattr(self, k, v)
@@ -446,7 +448,7 @@ class _Reader:
                     self._add(ev, link or ("inner" if text.startswith("Original ") else ""))
                 link, ignored = "", False
                 continue
-            ev = self._line_event(i)
+            ev = self._line_event(i) or self._logged(i)
             if ev is not None:
                 ev.ignored = ignored
                 self._add(ev, link)
@@ -454,6 +456,14 @@ class _Reader:
                 i += ev.span
             i += 1
         return self.events
+
+    def _logged(self, i: int) -> _Event | None:
+        """A line its program logged at error level (the level is in the prefix the scan
+        peeled: pip's "ERROR: ...", a logger's "[ERROR]"): a failure, the weakest kind."""
+        n, _, t, ln = self.items[i]
+        if ln is None or not ln.prefix or self.rules.form("logged_error", ln.prefix) is None:
+            return None
+        return _Event(RootKind.LOGGED, n, t, message=t, logged=True)
 
     def _add(self, ev: _Event, link: str) -> None:
         ev.source, ev.rank = self.source, self.rank
@@ -920,7 +930,7 @@ def _roles(events: list[_Event], first_consequence: dict[int, int], R: _Rules) -
             e.role = "teardown"
         else:
             e.role = "initiating"
-        if not e.mention:
+        if not e.mention and not e.logged:
             failed.add(e.source)
     # A launcher's report of a signal the process's own teardown shows (the watchdog's abort
     # after a timeout) reports that teardown, not a death of its own.
@@ -970,7 +980,7 @@ def _rank(e: _Event) -> int:
     peers then printed); a consequence of another failure (when nothing else failed); a wrapper
     or a report whose original is not shown; an exception named in passing ("...and then I get
     KeyError: 'x'"); a traceback cut before its exception line."""
-    if e.mention:
+    if e.mention or e.logged:
         return 5
     if e.truncated and e.report:
         return 6

@@ -121,6 +121,7 @@ class FailureEvents:
     srun_exit: str
     message_signal: str
     message_exit: str
+    logged_error: str
     # the forms' own examples, for lint: (form name, pattern, examples)
     forms: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     # launchers' lines about their workers: name -> (key, pattern) (kb.job.parsers.torchrun)
@@ -290,7 +291,7 @@ def _events(d: dict, path: str) -> FailureEvents:
         )
     forms = tuple(
         (name, d[name]["pattern"], tuple(d[name]["examples"]))
-        for name in ("srun_exit", "message_signal", "message_exit")
+        for name in ("srun_exit", "message_signal", "message_exit", "logged_error")
     ) + tuple(
         (f"launchers.{name}", v["pattern"], tuple(v["examples"]))
         for name, v in d["launchers"].items()
@@ -303,6 +304,7 @@ def _events(d: dict, path: str) -> FailureEvents:
         srun_exit=d["srun_exit"]["pattern"],
         message_signal=d["message_signal"]["pattern"],
         message_exit=d["message_exit"]["pattern"],
+        logged_error=d["logged_error"]["pattern"],
         forms=forms,
         launchers={name: (v["key"], v["pattern"]) for name, v in d["launchers"].items()},
         path=path,

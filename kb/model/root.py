@@ -26,6 +26,9 @@ class RootKind(str, Enum):
     LAUNCHER = "launcher"  # a launcher or scheduler reported a child's failure (torchrun, srun...)
     KERNEL = "kernel"  # the kernel's own message: an Xid, the OOM killer, a segfault line
     BUILD = "build"  # a compiler's error or a build tool's stop (an extension, a JIT build)
+    # a line the program logged at error level ("ERROR: ..." from pip, a logger's ERROR record)
+    # with nothing stronger in the log: it says something failed, not what
+    LOGGED = "logged error"
 
 
 class Origin(str, Enum):
