@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import (
@@ -141,7 +143,8 @@ def main(argv: list[str]) -> int:
             finally:
                 con.close()
             return exit_codes.OK
-        return _triage(args, out, err)
+        with _terminate_as_interrupt():
+            return _triage(args, out, err)
     except (
         discovery.DiscoveryError,
         job_meta.MetaError,
@@ -153,10 +156,37 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         err.print("kb triage: interrupted")
         return exit_codes.INTERRUPTED
+    except Terminated:
+        err.print("kb triage: terminated")
+        return TERMINATED
 
 
 class _EngineMissing(Exception):
     pass
+
+
+TERMINATED = 128 + 15  # as a shell reports a process ended by SIGTERM
+
+
+class Terminated(BaseException):
+    """SIGTERM (a scheduler's or `timeout`'s stop): raised where the run is, so that it ends
+    as Ctrl-C does: the workers stopped, the spool removed, one line said."""
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    def stop(signum, frame) -> None:
+        raise Terminated
+
+    try:
+        old = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (kb triage called from a thread): as it was
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _triage(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -188,7 +218,15 @@ def _triage(args: argparse.Namespace, out: Console, err: Console) -> int:
                 elapsed = time.perf_counter() - start
                 rate = f"{i / elapsed:.0f} jobs/s" if elapsed > 0 else ""
                 progress.update(task, advance=1, rate=rate)
-        con = store.write(spool, args.out)
+        try:
+            con = store.write(spool, args.out)
+        except store.StoreError as e:
+            # Every job was read: their rows are kept where they are, never lost to a late error.
+            spool.keep = True
+            raise store.StoreError(
+                f"{e}; the {spool.count} row(s) of this run are kept in {spool.path} (one JSON "
+                "object per job)"
+            ) from None
     finally:
         spool.remove()
     if not quiet:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 
 from .discover import Job
 from .triage import empty_row, engine, triage
@@ -109,7 +111,10 @@ class _Pool:
             finished = True
         finally:
             # Done: let the workers exit (their CPU time is then counted, no zombies). Stopped
-            # early (an error, Ctrl-C, the caller gave up): drop what is queued and go.
+            # early (an error, Ctrl-C, SIGTERM, the caller gave up): drop what is queued and
+            # stop the workers in their jobs: none is left behind holding the caller's pipe.
+            if not finished:
+                _stop_workers(ex)
             ex.shutdown(wait=finished, cancel_futures=not finished)
 
     def _alone(self, job: Job) -> dict:
@@ -133,10 +138,45 @@ class _Pool:
                 return row
 
 
+def _stop_workers(ex: ProcessPoolExecutor) -> None:
+    """End the pool's worker processes now (SIGTERM, then SIGKILL for any still there)."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    for p in procs:
+        with suppress(Exception):
+            p.terminate()
+    for p in procs:
+        with suppress(Exception):
+            p.join(2)
+            if p.is_alive():
+                p.kill()
+                p.join(2)
+
+
+def _die_with_parent() -> None:
+    """Linux: this worker gets SIGKILL when the process that started it dies, however it dies
+    (even by SIGKILL, where no clean-up of the parent's runs)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the line above: go now
+            os._exit(1)
+
+
 def _init(kb_dirs: list[str], seconds: float | None = None) -> None:
     # Ctrl-C reaches the whole process group: the parent stops the pool, and a worker should
     # not print a traceback of its own for it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    # A worker writes nothing to stdout (its rows go back through the pool): it must not hold
+    # the caller's pipe open (`kb triage ... | tail` waits for every holder to close it).
+    with suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
     _KB_DIRS[:] = kb_dirs
     _SECONDS[:] = [seconds]
     engine(kb_dirs)  # the knowledge base, once per worker, before its first job

@@ -48,6 +48,8 @@ _LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".stdout", ".stderr")
 _SLURM = re.compile(r"^slurm-(\d+(?:_\d+)?)$")
 _TRES_GPU = re.compile(r"gres/gpu(?::[\w-]+)?=(\d+)")
 _UNKNOWN = {"", "unknown", "none", "n/a", "na", "null", "-"}
+MAX_CELL = 4096  # characters of one cell: a job's path, a number, a time (PATH_MAX is 4096)
+MAX_GPUS = 1 << 20  # GPUs one job may hold: more is a typo (the table's column is 32-bit)
 
 
 class MetaError(Exception):
@@ -139,6 +141,15 @@ def read(path: str) -> Meta:
         raise MetaError(f"{path} is empty: it needs a header (job,gpus,start,end,user)")
     delim = "|" if "|" in lines[0] and "," not in lines[0] else ","
     reader = csv.reader(lines, delimiter=delim)
+    try:
+        return _records(path, reader)
+    except csv.Error as e:  # a cell past csv's own limit (128 KiB), a stray quote
+        raise MetaError(f"{path} line {reader.line_num}: {e}") from None
+
+
+def _records(path: str, reader) -> Meta:
+    """The records of a jobs file, every cell checked here, before any job is read: a value the
+    table cannot hold must never end a run after its jobs were read."""
     header = [h.strip().lower() for h in next(reader)]
     where: dict[str, int] = {}
     for field, names in _HEADERS.items():
@@ -155,6 +166,12 @@ def read(path: str) -> Meta:
     for number, cells in enumerate(reader, 2):
         if not any(c.strip() for c in cells):
             continue
+        long = next((c for c in cells if len(c) > MAX_CELL), None)
+        if long is not None:
+            raise MetaError(
+                f"{path} line {number}: a cell of {len(long):,} characters (more than "
+                f"{MAX_CELL:,}: no job name, number or time is that long)"
+            )
 
         def cell(field: str, cells: list[str] = cells) -> str:
             i = where.get(field)
@@ -179,9 +196,13 @@ def _gpus(text: str, path: str, number: int) -> int | None:
     if text.lower() in _UNKNOWN:
         return None
     if text.isdigit():
+        if int(text) > MAX_GPUS:
+            raise MetaError(f"{path} line {number}: gpus {text} is more than any job holds")
         return int(text)
     m = _TRES_GPU.search(text)
     if m:
+        if int(m.group(1)) > MAX_GPUS:
+            raise MetaError(f"{path} line {number}: gpus {text!r} is more than any job holds")
         return int(m.group(1))
     if "=" in text:
         return 0  # a TRES list without GPUs: a CPU job
@@ -201,7 +222,12 @@ def _time(text: str, path: str, number: int, field: str) -> datetime | None:
             "(ISO 8601 such as 2026-11-26T05:04:07, or seconds since 1970)"
         ) from None
     if t.tzinfo is not None:
-        t = t.astimezone(timezone.utc).replace(tzinfo=None)
+        try:
+            t = t.astimezone(timezone.utc).replace(tzinfo=None)
+        except (OverflowError, ValueError):  # 0001-01-01T00:00:00+05:00 is before year 1 in UTC
+            raise MetaError(
+                f"{path} line {number}: {field} {text!r} is not a time kb can hold in UTC"
+            ) from None
     return t
 
 

@@ -74,28 +74,64 @@ def check_out(path: str) -> None:
     folder = os.path.dirname(local_file(path))
     if not os.path.isdir(folder):
         raise StoreError(f"--out {path}: no such folder {folder}")
+    # What the table will need, tried now: a file made (and removed) in its folder. A read-only
+    # file system or a folder of someone else's is said before a single job is read.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".kb-triage-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise StoreError(f"--out {path}: cannot write in {folder}: {e.strerror or e}") from None
 
 
 class Spool:
-    """Rows, one JSON line each, in a temporary file until the table is built."""
+    """Rows, one JSON line each, in a temporary file until the table is built. A write that
+    fails (the temporary folder full, ENOSPC) is one StoreError saying where and what to do,
+    never a chain of tracebacks; `keep` says the spool must outlive the run (its rows were
+    not written to the table: they are the run's only copy)."""
 
     def __init__(self, folder: str | None = None):
-        fd, self.path = tempfile.mkstemp(prefix="kb-triage-", suffix=".jsonl", dir=folder)
+        try:
+            fd, self.path = tempfile.mkstemp(prefix="kb-triage-", suffix=".jsonl", dir=folder)
+        except OSError as e:
+            where = folder or tempfile.gettempdir()
+            raise StoreError(
+                f"cannot make the rows' spool in {where}: {e.strerror or e} (set TMPDIR to a "
+                "folder with room)"
+            ) from None
         # errors="replace": a lone surrogate from a badly decoded log must not stop the run
         self._fh = os.fdopen(fd, "w", encoding="utf-8", errors="replace")
         self.count = 0
+        self.keep = False
 
     def add(self, row: dict) -> None:
-        self._fh.write(json.dumps(row, ensure_ascii=False, default=str))
-        self._fh.write("\n")
+        try:
+            self._fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+        except OSError as e:
+            self._failed(e)
         self.count += 1
+
+    def _failed(self, e: OSError) -> None:
+        raise StoreError(
+            f"cannot spool the rows to {self.path}: {e.strerror or e} (the temporary folder "
+            f"{os.path.dirname(self.path)} is full? set TMPDIR to a folder with room)"
+        ) from None
 
     def close(self) -> None:
         if not self._fh.closed:
-            self._fh.close()
+            try:
+                self._fh.close()  # closed even when its last flush fails
+            except OSError as e:
+                self._failed(e)
 
     def remove(self) -> None:
-        self.close()
+        """The spool removed (its rows are in the table), unless `keep`."""
+        try:
+            self.close()
+        except StoreError:
+            pass
+        if self.keep:
+            return
         try:
             os.unlink(self.path)
         except OSError:
