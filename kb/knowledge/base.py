@@ -186,17 +186,16 @@ def _stat_key(groups: list[tuple[str, list[str]]]) -> tuple[str, str] | None:
     import time
 
     lines = [f"{__version__}/{_CACHE_FORMAT}"]
-    newest = 0
+    now = time.time_ns()
     for tag, files in [("s", list(_DEPENDS)), *groups]:
         for f in files:
             try:
                 st = os.stat(f)
             except OSError:
                 return None
-            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+            if changed_just_now(st, now):
+                return None
             lines.append(f"{tag} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino} {f}")
-    if newest > time.time_ns() - int(SETTLED_S * 1e9):
-        return None
     return _key_name(groups), "\n".join(lines)
 
 
@@ -391,9 +390,21 @@ def _changed_now(f: Path) -> bool:
     import time
 
     try:
-        return time.time() - f.stat().st_mtime < SETTLED_S
+        return changed_just_now(f.stat(), time.time_ns(), ctime=False)
     except OSError:
         return True
+
+
+def changed_just_now(st: os.stat_result, now_ns: int, ctime: bool = True) -> bool:
+    """Whether a file was written in the last SETTLED_S seconds, by its mtime (and its ctime,
+    unless `ctime` is False: a file whose contents are being saved is told by its mtime). A time
+    further ahead of now than that is no sign of a write now: a file copied with its times from
+    a machine whose clock runs ahead, or `touch -d 2030-01-01`, would otherwise be "being
+    written" for years (never cached, every lookup waiting for it to settle). Its ctime, which
+    any write sets to now, still tells a write apart (git's index relies on the same)."""
+    window = int(SETTLED_S * 1e9)
+    times = (st.st_mtime_ns, st.st_ctime_ns) if ctime else (st.st_mtime_ns,)
+    return any(now_ns - window < t <= now_ns + window for t in times)
 
 
 def _previous_memo(

@@ -567,8 +567,10 @@ def load_dirs(
         for f in files:
             entry, probs = load_one(f, local=is_local, raw=(data or {}).get(f))
             if entry is None:
+                from kb.knowledge.base import changed_just_now
+
                 try:
-                    unsettled |= time.time() - f.stat().st_mtime < 2.0
+                    unsettled |= changed_just_now(f.stat(), time.time_ns(), ctime=False)
                 except OSError:
                     unsettled = True
             problems.extend(probs)
