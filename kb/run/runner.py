@@ -26,7 +26,9 @@ What kb does never changes what the command does or returns:
     outlive a `kill -9` of kb.
 
 A command in its own process group is not the terminal's foreground job: one that reads from the
-terminal itself is stopped (SIGTTIN); give such input through a file or a pipe.
+terminal itself is stopped (SIGTTIN); give such input through a file or a pipe. kb says so as
+soon as a process of the command is stopped that way (it would otherwise wait in silence), and
+an ending signal (Ctrl-C) is followed by SIGCONT, so that a stopped command ends when asked.
 """
 
 from __future__ import annotations
@@ -182,6 +184,44 @@ class _Keep:
             self.fd = None
 
 
+def _stopped_in_group(pgid: int) -> list[int]:
+    """The processes of a process group that are stopped (state T), on Linux (/proc); [] where
+    that cannot be told."""
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # after the name: state, ppid, pgrp
+        if len(fields) > 2 and fields[0] == b"T" and int(fields[2]) == pgid:
+            out.append(int(name))
+    return out
+
+
+def _reads_terminal(argv: list[str], pid: int) -> str:
+    return (
+        f"kb: {os.path.basename(argv[0])} (pid {pid}) is stopped, waiting on the terminal: it "
+        "reads from it, and a command kb runs is in a process group of its own, which the "
+        "terminal stops when it reads (SIGTTIN). Give it its input from a file or a pipe "
+        "(kb run -- ... < input), or run it without kb; Ctrl-C ends it."
+    )
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
 def _say(msg: str) -> None:
     try:
         sys.stderr.write(msg + "\n")
@@ -314,6 +354,8 @@ def run(
                 return
         try:
             os.killpg(child.pid, signum)
+            if signum in ENDING:
+                os.killpg(child.pid, signal.SIGCONT)  # a stopped command ends too
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -334,9 +376,20 @@ def run(
         for ours, (r, _) in ends.items():
             sel.register(r, selectors.EVENT_READ, ours)
         exited_at = None
+        # A command reading the terminal is stopped by it (SIGTTIN): said once, not waited on
+        # in silence. Looked for only where stdin is a terminal, once a second.
+        watch_tty = _isatty(0)
+        looked_at = time.monotonic()
+        said: set[int] = set()
         while sel.get_map():
             if exited_at is None and child.poll() is not None:
                 exited_at = time.monotonic()
+            if watch_tty and exited_at is None and time.monotonic() - looked_at >= 1.0:
+                looked_at = time.monotonic()
+                for pid in _stopped_in_group(child.pid):
+                    if pid not in said:
+                        said.add(pid)
+                        warn(_reads_terminal(argv, pid))
             if exited_at is not None and time.monotonic() - exited_at > DRAIN_AFTER_EXIT_S:
                 break
             if overdue():
