@@ -1,4 +1,7 @@
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -12,11 +15,42 @@ os.environ["NO_COLOR"] = "1"
 REPO = Path(__file__).resolve().parents[1]
 
 
+_WARM: list[Path] = []
+
+
+def _warm_template(tmp_path_factory) -> Path:
+    """A state folder with the bundled knowledge's caches already built (the entry cache and
+    the catalog's index), made once per test process by kb itself: the same files a user's
+    second `kb lookup` finds."""
+    if not _WARM:
+        home = tmp_path_factory.mktemp("kb-warm-home")
+        env = dict(os.environ, KB_HOME=str(home), KB_NO_PROGRESS="1")
+        env.pop("KB_PATH", None)
+        for line in (
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            "widgetlib.FrobError: the frobnicator refused the widget",  # reads the catalog
+        ):
+            subprocess.run(
+                [sys.executable, "-m", "kb", "lookup", line],
+                env=env,
+                cwd=REPO,
+                capture_output=True,
+                timeout=600,
+            )
+        _WARM.append(home)
+    return _WARM[0]
+
+
 @pytest.fixture(autouse=True)
-def _fresh_kb_home(tmp_path_factory, monkeypatch):
+def _fresh_kb_home(request, tmp_path_factory, monkeypatch):
     """Every test gets its own state folder: none can touch a user's cache or see another
-    test's index."""
-    monkeypatch.setenv("KB_HOME", str(tmp_path_factory.mktemp("kb-home")))
+    test's index. Tests marked `warm_home` (they run kb as a user's second command would, and
+    test no cache) start from a copy of a folder whose caches are built, instead of paying for
+    the build in every kb process they start."""
+    home = tmp_path_factory.mktemp("kb-home")
+    if request.node.get_closest_marker("warm_home") is not None:
+        shutil.copytree(_warm_template(tmp_path_factory), home, dirs_exist_ok=True)
+    monkeypatch.setenv("KB_HOME", str(home))
     monkeypatch.delenv("KB_PATH", raising=False)
 
 

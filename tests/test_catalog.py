@@ -226,12 +226,12 @@ def test_python_messages_built_where_the_exception_is_made():
 
 
 def test_onnx_checker_and_inference_macros():
-    src = '''
+    src = """
 void check(const NodeProto& node) {
   fail_check("Field '", field, "' of '", node.name(), "' is required but missing.");
   fail_shape_inference("Input rank must be >= ", 2, " for this operator.");
 }
-'''
+"""
     got = _by_text(mine_cpp(src, "onnx/checker.cc"))
     assert got["Field '{field}' of '{name}' is required but missing."].exc == "ValidationError"
     inf = got["[ShapeInferenceError] Input rank must be >= {} for this operator."]
@@ -367,7 +367,11 @@ def _find(cat, source, pred):
         ("pytorch", "CUBLAS_STATUS_EXECUTION_FAILED", "cublas-execution-failed"),
         ("pytorch", "is a view and", "autograd-view-inplace"),
         ("nccl", "unhandled cuda error", "nccl-error"),
-        ("pip", "because these package versions have conflicting dependencies", "pip-resolution-impossible"),
+        (
+            "pip",
+            "because these package versions have conflicting dependencies",
+            "pip-resolution-impossible",
+        ),
         ("pip", "Could not build wheels for", "pip-wheel-build-failed"),
         ("pip", "No matching distribution found for", "pip-no-matching-distribution"),
         ("pip", "error: externally-managed-environment", "pip-externally-managed-environment"),
@@ -542,6 +546,7 @@ def _freq_fixture(tmp_path):
         "  - {id: shape, text: 'must match the size', entry: shape-mismatch}\n"
         "  - {id: area, source: demo, file: 'core/', entry: null}\n"
     )
+
     def demo(text, file):
         return Template(source="demo", version="1.0", text=text, file=file)
 
@@ -629,4 +634,7 @@ def test_frequency_lines_are_attributed_as_a_lookup_reads_them():
     )
     assert t is not None and t.source == "pytorch" and "must match the size of tensor b" in t.text
     # a known phrase inside a message of the user's own is no fit
-    assert mod.attribute(m, "ValueError: my loader says: index out of range, whatever that means here") is None
+    assert (
+        mod.attribute(m, "ValueError: my loader says: index out of range, whatever that means here")
+        is None
+    )

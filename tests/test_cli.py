@@ -9,6 +9,8 @@ from _repo import REPO
 
 from kb.cli.main import main
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would, after its first run
+
 
 def run(*argv, stdin=None):
     p = subprocess.run(

@@ -18,6 +18,8 @@ from kb.verify.probe import Environment
 from kb.verify.verifier import FIX_VERIFIED, NOT_REPRODUCED, REPRODUCED, Outcome, combine_runs
 from kb.verify.verifier import evidence_for as evidence_from_outcome
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 H100 = Evidence(
     entry="fake-illegal-access",
     status="reproduced",

@@ -17,6 +17,8 @@ from kb.knowledge.evidence_output import GAP, output_excerpt
 from kb.model.entry import Evidence
 from kb.model.record import replace
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 EVIDENCE = REPO / "evidence"
 FILES = sorted(EVIDENCE.glob("*/*.yaml"))
 

@@ -15,6 +15,8 @@ import kb
 from kb.cli.main import main
 from kb.fleet.triage import triage
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 WATCHDOG = (
     "[rank0]:[E1129 10:02:11.201 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
     "operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "

@@ -24,6 +24,8 @@ from kb.fleet.triage import triage
 from kb.job.inputs import collect
 from kb.job.lookup import lookup_paths
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 JOBS = REPO / "tests" / "fixtures" / "jobs"
 
 # ten single-process failures, each with the entry that answers it

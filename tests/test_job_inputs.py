@@ -17,6 +17,8 @@ import kb.job.lookup as job_lookup
 from kb.diagnosis.engine import default_engine
 from kb.job.lookup import lookup_paths
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 ENGINE = default_engine()
 JOBS = REPO / "tests" / "fixtures" / "jobs"
 

@@ -19,6 +19,8 @@ from kb.job.collectives import analyze
 from kb.job.lookup import lookup_paths, lookup_text
 from kb.job.parsers.flight_recorder import read_bytes
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 ENGINE = default_engine()
 CASES = [(lay, name) for lay in S.layouts(16) for name in S.scenarios(lay)]
 

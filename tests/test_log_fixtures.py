@@ -8,6 +8,8 @@ from _repo import REPO
 
 import kb
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 MARK = "  #=MATCH=#"
 FIXTURES = sorted((REPO / "tests" / "logs").glob("*/*.log"))
 

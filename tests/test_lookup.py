@@ -13,6 +13,8 @@ from kb.diagnosis.engine import lookup_stream, lookup_text
 from kb.knowledge.base import load
 from kb.scan.extract import clean_line, iter_chunks, scan, scan_text
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 KB = load()
 IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
 

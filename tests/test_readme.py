@@ -4,7 +4,10 @@ import re
 import subprocess
 import sys
 
+import pytest
 from _repo import REPO
+
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 

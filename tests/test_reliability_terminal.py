@@ -21,6 +21,8 @@ from _repo import REPO
 
 from kb.render.terminal import for_terminal, inert, json_text
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 # What the hostile trial sent: reset (ESC c), DEC line drawing (ESC ( 0), screen alignment
 # (ESC # 8), save cursor (ESC 7), backspaces, the one-character CSI (U+009B, bytes C2 9B) with
 # its parameters, DEL, a right-to-left override, a window title (OSC 2), cursor moves.

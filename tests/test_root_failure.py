@@ -24,6 +24,8 @@ from kb.diagnosis.root import find_root, package_of
 from kb.model.root import Origin, Relation, RootKind
 from kb.scan.extract import scan, scan_text
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 
 def as_message(text: str):
     return find_root(scan_text(text))

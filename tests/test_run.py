@@ -11,6 +11,8 @@ import time
 import pytest
 from _repo import REPO
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 KB = [sys.executable, "-m", "kb", "run"]
 
 

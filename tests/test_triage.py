@@ -28,6 +28,8 @@ from kb.fleet.discover import Job, discover
 from kb.fleet.meta import read as read_meta
 from kb.fleet.triage import COLUMN_NAMES, triage
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 JOBS = REPO / "tests" / "fixtures" / "jobs"
 RUNS = sorted(JOBS.glob("*/run"))
 

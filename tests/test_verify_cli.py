@@ -14,6 +14,8 @@ import kb.verify.verifier
 from kb.cli.main import main
 from kb.knowledge.evidence import load_evidence
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 ALL_FAKES = [
     "fake-fix-exit",
     "fake-fix-still-matches",

@@ -38,6 +38,8 @@ from tui.rank_list import RankList
 from tui.results_list import NO_MATCH, ResultsList
 from tui.run_panel import RunPanel
 
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
+
 
 def run(coro):
     return asyncio.run(coro)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 
+import pytest
 from conftest import ILLEGAL, OOM_LOG, StubVerify, detail_text, letter, run_repro, settle
 from textual.widgets import Input, TabbedContent, TextArea
 
@@ -21,6 +22,8 @@ from tui.find_bar import FindBar
 from tui.open_screen import OpenScreen
 from tui.results_list import ResultsList
 from tui.run_panel import RunPanel
+
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
 
 
 def run(coro):

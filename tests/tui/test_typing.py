@@ -10,6 +10,7 @@ import os
 import threading
 import time
 
+import pytest
 from conftest import ILLEGAL, answer, letter, paste_keys, run_repro, screen_text, settle
 from textual.widgets import TextArea
 
@@ -18,6 +19,8 @@ from tui.confirm_screen import ConfirmScreen
 from tui.results_list import ResultsList
 from tui.run_panel import RunPanel
 from tui.verifier import Verifier
+
+pytestmark = pytest.mark.warm_home  # runs kb as a user would after its first run; tests no cache
 
 HANG = "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)"
 
