@@ -273,10 +273,10 @@ class Engine:
             *catalog.findings,
         ]
         warnings = self.warnings + s.warnings
-        if s.dropped:
+        if s.dropped or s.dropped_kinds.get("failure"):
             warnings.append(
                 f"{s.dropped} candidate line(s) between the first and last part of the "
-                f"log were not examined"
+                f"log were not examined ({_dropped_kinds(s.dropped_kinds)})"
             )
         if s.skimmed:
             warnings.append(
@@ -460,6 +460,24 @@ def _query_text(s: Scan) -> str:
 # ---------------------------------------------------------------- shared engines
 _ENGINES: dict[tuple, Engine] = {}
 _ENGINES_LOCK = allocate_lock()
+
+
+def _dropped_kinds(kinds: dict[str, int]) -> str:
+    """What the window's cap dropped, in words (kb.scan.extract keeps the failure lines past
+    its cap, the earliest KEEP_FAILURES of them, and counts the rest)."""
+    from kb.scan.extract import KEEP_FAILURES
+
+    parts = []
+    if kinds.get("failure"):
+        parts.append(f"{kinds['failure']} failure line(s) past the first {KEEP_FAILURES} kept")
+    else:
+        parts.append("none of them reads as a failure")
+    if kinds.get("other"):
+        parts.append(
+            f"{kinds['other']} warning(s), other ranks' waits and other lines holding a "
+            "trigger word"
+        )
+    return "; ".join(parts)
 
 
 def default_engine(kb_dirs: Iterable[str] | None = None) -> Engine:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections import Counter
 
 from kb.diagnosis.engine import Engine, LookupResult
 from kb.job.source import InputError, Source
@@ -160,6 +161,7 @@ def _lookup(engine: Engine, scans: list[tuple[Source, Scan]], inputs, top: int) 
         any(s.binary for _, s in scans) and len(scans) == 1,
         sum(s.skimmed for _, s in scans),
         [w for _, s in scans for w in s.warnings],
+        dict(sum((Counter(s.dropped_kinds) for _, s in scans), Counter())),
     )
     several = inputs.several
     job = analyze(engine, tagged, error_files=efs, dumps=dumps, several=several, problems=problems)

@@ -35,6 +35,10 @@ KEEP_LINE = 4096  # characters of a candidate line kept for matching and display
 KEEP_HEAD = 400  # first candidate lines kept: the root error is usually early...
 KEEP_TAIL = 1600  # ...and the last lines hold the final exception
 KEEP_MIDDLE = 200  # error-looking lines between the two, the earliest first
+# ...and past those, lines that read as a failure of their own (an error with its message, a
+# traceback, a C++ terminate, an assertion, a death by signal), the earliest first: a flood of
+# warnings or of other ranks' timeouts never pushes the failure that started them out.
+KEEP_FAILURES = 200
 MAX_WINDOWS = 64  # per long line: windows around its first and last trigger words
 MAX_CONTEXT = 4 << 20  # characters of traceback context kept per scan (kb.scan.context)
 
@@ -140,6 +144,8 @@ class Scan:
     binary: bool  # the input looked like binary data, not a log
     skimmed: int = 0  # lines of a long log's middle searched only for error-looking lines
     warnings: list[str] = field(default_factory=list)  # why reading stopped early (kb.scan.reader)
+    # what the dropped lines were: "failure" (past KEEP_FAILURES kept), "other"
+    dropped_kinds: dict[str, int] = field(default_factory=dict)
 
 
 def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
@@ -172,6 +178,8 @@ class _Window:
         self.triggers = triggers if triggers is not None else default_triggers()
         self.head: list[Line] = []
         self.middle: list[Line] = []
+        self.failures: list[Line] = []  # failure lines kept once the middle is full
+        self.kinds: Counter[str] = Counter()  # what the dropped lines were
         self.tail: deque[Line] = deque(maxlen=KEEP_TAIL)
         self.seen: dict[str, Line] = {}
         self.dropped = 0
@@ -184,6 +192,11 @@ class _Window:
     @property
     def middle_full(self) -> bool:
         return len(self.middle) >= KEEP_MIDDLE
+
+    @property
+    def closed(self) -> bool:
+        """No room left between head and tail, not even for a failure line."""
+        return self.middle_full and len(self.failures) >= KEEP_FAILURES
 
     def add(
         self,
@@ -219,13 +232,18 @@ class _Window:
         else:
             if len(self.tail) == self.tail.maxlen:
                 old = self.tail[0]
-                if not self.middle_full and self.triggers.errorish_text(old.text):
+                errorish = self.triggers.errorish_text(old.text)
+                failure = errorish and _failure_text(old.text)
+                if errorish and not self.middle_full:
                     self.middle.append(old)  # still in `seen`: its repeats keep folding into it
+                elif failure and len(self.failures) < KEEP_FAILURES:
+                    self.failures.append(old)
                 else:
                     old_key = _key(old.rank, old.text)
                     if self.seen.get(old_key) is old:
                         del self.seen[old_key]
                     self.dropped += 1
+                    self.kinds["failure" if failure else "other"] += 1
             self.tail.append(ln)
         self.seen[key] = ln
         return True
@@ -233,6 +251,13 @@ class _Window:
     def keep_middle(
         self, number: int, raw: bytes, where: tuple[bytes, int, int] | None = None
     ) -> bool:
+        """Keep an error-looking line between head and tail: in the middle while it has room,
+        then only a failure line (with KEEP_FAILURES of room of its own). False: not kept."""
+        target = self.middle
+        if self.middle_full:
+            if len(self.failures) >= KEEP_FAILURES or not _failure(raw):
+                return False
+            target = self.failures
         prefix, text = _text(raw)
         if not text:
             return False
@@ -243,7 +268,7 @@ class _Window:
         ln = self.seen[key] = Line(number, text, rank=rank, prefix=prefix[:200])
         if where is not None:
             ln.context = self.context(*where)
-        self.middle.append(ln)
+        target.append(ln)
         return True
 
     def context(self, body: bytes, ls: int, le: int) -> tuple[tuple[int, str], ...]:
@@ -256,7 +281,8 @@ class _Window:
         return ctx
 
     def lines(self) -> list[Line]:
-        return self.head + sorted(self.middle, key=lambda ln: ln.number) + list(self.tail)
+        between = sorted([*self.middle, *self.failures], key=lambda ln: ln.number)
+        return self.head + between + list(self.tail)
 
 
 CUT = " [...]"  # ends a line kept short: its real end is unknown, so `$` must not match here
@@ -273,6 +299,19 @@ def _key(rank: int | None, text: str):
     # The same line from two ranks is two pieces of evidence (the job view needs both); from
     # one rank, or from a log without rank prefixes, a repeat.
     return text if rank is None else (rank, text)
+
+
+def _failure(raw: bytes) -> bool:
+    """A line that reads as a failure of its own (kb.scan.triggers.FAILURE)."""
+    from kb.scan import triggers
+
+    return triggers.FAILURE.search(raw) is not None
+
+
+def _failure_text(text: str) -> bool:
+    from kb.scan import triggers
+
+    return triggers.FAILURE_TEXT.search(text) is not None
 
 
 # Error-looking lines (for the lines between head and tail) are kb.scan.triggers.ERRORISH or hold
@@ -407,7 +446,15 @@ def scan(
     if carry:
         _scan_body(carry + b"\n", line_no, win, skip)
         line_no += 1
-    return Scan(win.lines(), line_no, total, win.dropped, bool(binary), skimmed)
+    return Scan(
+        win.lines(),
+        line_no,
+        total,
+        win.dropped,
+        bool(binary),
+        skimmed,
+        dropped_kinds={k: n for k, n in win.kinds.items() if n},
+    )
 
 
 def _trigger_windows(data: bytes, lo: int, hi: int, triggers: Triggers) -> list[tuple[int, int]]:
@@ -456,7 +503,10 @@ def _scan_body(
     chosen: list[tuple[int, int, int]] = [(starts[k], ends[k], 1) for k in range(i)]
     j, firsts = fold_tail(_Keys(body, starts, ends), KEEP_TAIL, i)
     if j > i:
-        win.dropped += j - i - _keep_errorish_in_steps(body, starts[i], ends[j - 1], line_no, win)
+        kept, lost = _keep_errorish_in_steps(body, starts[i], ends[j - 1], line_no, win)
+        win.dropped += j - i - kept
+        win.kinds["failure"] += lost
+        win.kinds["other"] += j - i - kept - lost
     chosen += sorted((starts[at], ends[at], count) for at, count in firsts.values())
     n = line_no
     prev = 0
@@ -546,17 +596,18 @@ def fold_tail(keys, keep: int, lo: int = 0) -> tuple[int, dict[bytes, tuple[int,
     return j, {k: (at, counts[k]) for k, at in earliest.items()}
 
 
-def _keep_errorish_in_steps(body: bytes, start: int, end: int, line_no: int, win: _Window) -> int:
-    """_keep_errorish over body[start:end], a STEP at a time, stopping once the middle is
-    full: the error-looking offsets of one step are held at a time, not a whole tail's."""
-    kept = 0
+def _keep_errorish_in_steps(
+    body: bytes, start: int, end: int, line_no: int, win: _Window
+) -> tuple[int, int]:
+    """_keep_errorish over body[start:end], a STEP at a time (the offsets of one step are held
+    at a time, not a whole tail's): (lines kept, failure lines not kept for want of room)."""
+    kept = lost = 0
     n = line_no + body.count(b"\n", 0, start)  # lines before `start`
     for a, b in _steps(body, start, end):
-        if win.middle_full:
-            break
-        kept += _keep_errorish(body, a, b, n, win, counted_from=a)
+        k, f = _keep_errorish(body, a, b, n, win, counted_from=a)
+        kept, lost = kept + k, lost + f
         n += body.count(b"\n", a, b)
-    return kept
+    return kept, lost
 
 
 def _errorish_offsets(body: bytes, start: int, end: int, triggers: Triggers) -> Iterable[int]:
@@ -573,28 +624,52 @@ def _keep_errorish(
     win: _Window,
     counted_from: int = 0,
     offsets: Iterable[int] | None = None,
-) -> int:
-    """Keep the earliest error-looking lines of a region no window has room for; how many.
-    `line_no` is the number of lines before offset `counted_from` of body; `offsets`, when
-    given, are _errorish_offsets(body, start, end) found already."""
-    kept = 0
+) -> tuple[int, int]:
+    """Keep the earliest error-looking lines of a region no window has room for; once the
+    middle is full, the earliest failure lines of the rest (_Window.keep_middle), found by one
+    search of their own over it (no Python per warning of a flood): (lines kept, failure lines
+    not kept for want of room, counted to the region's end). `line_no` is the number of lines
+    before offset `counted_from` of body; `offsets`, when given, are _errorish_offsets(body,
+    start, end) found already."""
+    kept = lost = 0
     last = -1
     n, prev = line_no, counted_from
-    if win.middle_full:
-        return 0
-    for pos in _errorish_offsets(body, start, end, win.triggers) if offsets is None else offsets:
+    rest = start  # where the search for failure lines alone begins
+    if not win.middle_full:
+        found = _errorish_offsets(body, start, end, win.triggers) if offsets is None else offsets
+        for pos in found:
+            ls = body.rfind(b"\n", 0, pos) + 1
+            if ls == last:
+                continue
+            last = ls
+            le = body.find(b"\n", pos)
+            le = le if le != -1 else len(body)
+            n += body.count(b"\n", prev, ls)
+            prev = ls
+            kept += win.keep_middle(n + 1, body[ls:le], (body, ls, le))
+            if win.middle_full:
+                rest = min(le + 1, end)
+                break
+        else:
+            return kept, 0
+    big = end - rest >= HYPERSCAN_MIN
+    for pos in win.triggers.failure_offsets(body, rest, end, hyperscan=big):
         ls = body.rfind(b"\n", 0, pos) + 1
         if ls == last:
             continue
         last = ls
         le = body.find(b"\n", pos)
+        le = le if le != -1 else len(body)
+        if win.closed:
+            lost += 1  # counted, so that the cap says it dropped failure lines
+            continue
         n += body.count(b"\n", prev, ls)
         prev = ls
-        le = le if le != -1 else len(body)
-        kept += win.keep_middle(n + 1, body[ls:le], (body, ls, le))
-        if win.middle_full:
-            break
-    return kept
+        if win.keep_middle(n + 1, body[ls:le], (body, ls, le)):
+            kept += 1
+        else:
+            lost += 1
+    return kept, lost
 
 
 def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tuple[int, int]:
@@ -605,7 +680,8 @@ def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tupl
     hs = not win.middle_full and end - start >= HYPERSCAN_MIN
     if not hs or win.triggers.database("errorish") is None:
         lines = data.count(b"\n", start, end)
-        kept = _keep_errorish(data, start, end, line_no, win, counted_from=start)
+        kept, lost = _keep_errorish(data, start, end, line_no, win, counted_from=start)
+        win.kinds["failure"] += lost
         return line_no + lines, lines - kept
     import threading  # only for a log long enough to be skimmed
 
@@ -618,7 +694,8 @@ def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tupl
     lines = data.count(b"\n", start, end)
     worker.join()
     offsets = found[0] if found else None  # None: the search failed there; it runs again here
-    kept = _keep_errorish(data, start, end, line_no, win, start, offsets)
+    kept, lost = _keep_errorish(data, start, end, line_no, win, start, offsets)
+    win.kinds["failure"] += lost
     return line_no + lines, lines - kept
 
 

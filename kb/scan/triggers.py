@@ -74,7 +74,18 @@ _ERROR_WORDS = (
     rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)"
 )
 _ERROR_EXTRA = rb"|NCCL WARN|Signal \d+ \(SIG"
+# A failure of its own, among error-looking lines (kb.scan.extract keeps the earliest of them past
+# its window's cap): an error or exception name with its message ("CUDA error: an illegal memory
+# access", "RuntimeError: ..."), a traceback's start, a C++ terminate, an assertion, a crash. A
+# warning ("NCCL WARN ... with error 12") or another rank's wait ("Watchdog caught collective
+# operation timeout") is not one.
+_FAILURE = (
+    rb"(?:Error|Exception|error|ERROR)(?::|$)|Traceback \(most recent call last\)|"
+    rb"terminate called|[Aa]ssertion|Segmentation fault|Fatal Python error|core dumped"
+)
 _SOURCES: dict[str, tuple[str | bytes, int]] = {
+    "FAILURE": (_FAILURE, re.M),
+    "FAILURE_TEXT": (_FAILURE.decode(), 0),
     "ERRORISH": (_ERROR_WORDS + rb"[:\] \r\n]" + _ERROR_EXTRA, 0),
     "ERRORISH_TEXT": ((_ERROR_WORDS + rb"(?:[:\] ]|$)" + _ERROR_EXTRA).decode(), 0),
     "_CORE_RX": ("|".join(re.escape(w) for w in sorted(CORE, key=len, reverse=True)), 0),
@@ -221,6 +232,20 @@ class Triggers:
             offs.sort()
         return offs
 
+    def failure_offsets(self, body: bytes, start: int, end: int, hyperscan: bool) -> list[int]:
+        """Offsets inside each failure line (FAILURE) of body[start:end], sorted; a line may
+        come more than once. Hyperscan for a big region: the skim of a long log's middle
+        looks for these once its room for error-looking lines is full."""
+        db = self.database("failure") if hyperscan else None
+        if db is not None:
+            offs: list[int] = []
+            add = offs.append
+            view = memoryview(body)[start:end]  # no copy
+            db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
+            offs.sort()
+            return offs
+        return [m.start() for m in _rx("FAILURE").finditer(body, start, end)]
+
     def _literal_offsets(
         self, low: bytes, lo: int, hi: int, first: bool = False, errorish: bool = False
     ) -> list[int]:
@@ -266,6 +291,8 @@ class Triggers:
         if kind == "errorish":
             exprs = [_rx("ERRORISH").pattern] + [re.escape(b) for b in self.errorish]
             flags = [0] + [hyperscan.HS_FLAG_CASELESS] * len(self.errorish)
+        elif kind == "failure":  # compiled where first needed (milliseconds), never pickled
+            exprs, flags = [_FAILURE], [hyperscan.HS_FLAG_MULTILINE]
         else:
             exprs = [re.escape(b) for b in _CORE_B + self.literals]
             flags = [hyperscan.HS_FLAG_CASELESS] * len(exprs)
