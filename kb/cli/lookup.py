@@ -1,8 +1,10 @@
 """`kb lookup`: read the input safely, run the lookup, print for people or machines.
 
 Inputs: one error text (quoted), --stdin, or log files and folders (positional or --file, any
-number). Several files, or a folder, are one job (a job's per-rank logs, torchrun's --log-dir, a
-`kb run` folder); --batch looks each one up on its own instead.
+number). Several files are one job (a job's per-rank logs); a folder is one job (torchrun's
+--log-dir, a `kb run` folder, per-rank logs) or several, as `kb triage` finds them (a folder of
+unrelated logs, or of job folders: one result each, and said); --batch looks each input up on its
+own instead.
 """
 
 from __future__ import annotations
