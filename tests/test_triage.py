@@ -389,3 +389,20 @@ def test_rows_are_json_safe(logs):
     row = triage(str(logs / "lost.log"))
     assert json.loads(json.dumps(row)) == row
     assert os.path.basename(row["job"]) == "lost.log"
+
+
+def test_a_job_with_no_failure_is_counted_as_such_not_as_without_an_answer(tmp_path):
+    ok = tmp_path / "job-ok.log"
+    ok.write_text("epoch 1 loss 0.51\nepoch 2 loss 0.43\ntraining done\n")
+    unknown = tmp_path / "job-unknown.log"
+    unknown.write_text(
+        'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+        "    main()\nmylib.WidgetError: the frobnicator refused the widget\n"
+    )
+    out = tmp_path / "t.duckdb"
+    code, text = _cli(str(ok), str(unknown), "--out", str(out), "--quiet")
+    assert code == 0
+    assert "2 jobs: 0 answered (0%), 1 without an answer, 1 with no failure, 0 unreadable" in text
+    # The jobs without an answer are those that show a failure no entry knows.
+    no_answer = text.split("Jobs without an answer", 1)[1]
+    assert "WidgetError" in no_answer and "none" not in no_answer.split("\n\n", 1)[0]

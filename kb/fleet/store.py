@@ -224,7 +224,8 @@ def query(con: duckdb.DuckDBPyConnection, sql: str) -> Result:
 class Summary:
     jobs: int = 0
     answered: int = 0
-    unanswered: int = 0
+    unanswered: int = 0  # jobs that show a failure no entry knows
+    no_failure: int = 0  # jobs whose logs show no failure at all (kind 'none')
     unreadable: int = 0
     with_meta: int = 0
     gpu_hours: float | None = None
@@ -241,7 +242,10 @@ def summarize(con: duckdb.DuckDBPyConnection, top: int = 20) -> Summary:
     (s.jobs, s.answered, s.unreadable, s.with_meta, s.gpu_hours) = con.execute(
         "SELECT count(*), count(id), count(error), count(gpu_hours), sum(gpu_hours) FROM jobs"
     ).fetchone() or (0, 0, 0, 0, None)
-    s.unanswered = s.jobs - s.answered - s.unreadable
+    (s.no_failure,) = con.execute(
+        "SELECT count(*) FROM jobs WHERE id IS NULL AND error IS NULL AND kind = 'none'"
+    ).fetchone() or (0,)
+    s.unanswered = s.jobs - s.answered - s.unreadable - s.no_failure
     s.versions = _rows(
         con,
         "SELECT kb_version, knowledge, count(*) FROM jobs WHERE error IS NULL "
@@ -258,6 +262,7 @@ def summarize(con: duckdb.DuckDBPyConnection, top: int = 20) -> Summary:
     s.domains = _rows(
         con,
         "SELECT CASE WHEN error IS NOT NULL THEN '(unreadable)' "
+        "WHEN id IS NULL AND kind = 'none' THEN '(no failure)' "
         "WHEN id IS NULL THEN '(no answer)' ELSE domain END AS d, count(*) AS n, "
         "sum(gpu_hours) AS h FROM jobs GROUP BY d ORDER BY h DESC NULLS LAST, n DESC, d",
     )
@@ -265,7 +270,7 @@ def summarize(con: duckdb.DuckDBPyConnection, top: int = 20) -> Summary:
     s.no_answer = _rows(
         con,
         "SELECT kind, exception, count(*) AS n, sum(gpu_hours) AS h FROM jobs "
-        "WHERE id IS NULL AND error IS NULL GROUP BY ALL "
+        "WHERE id IS NULL AND error IS NULL AND kind IS DISTINCT FROM 'none' GROUP BY ALL "
         "ORDER BY n DESC, kind, exception NULLS LAST LIMIT ?",
         [top],
     )

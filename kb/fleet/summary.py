@@ -21,7 +21,7 @@ def render(s: Summary, console: Console, out: str | None = None) -> None:
     if s.jobs:
         head += (
             f": {s.answered} answered ({_pct(s.answered, s.jobs)}), {s.unanswered} without an "
-            f"answer, {s.unreadable} unreadable"
+            f"answer, {s.no_failure} with no failure, {s.unreadable} unreadable"
         )
     console.print(head)
     if has_hours:
