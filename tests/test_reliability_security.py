@@ -120,7 +120,8 @@ def test_a_pickle_planted_by_another_user_never_runs(tmp_path):
         )
         assert p.returncode == 0 and p.stdout.strip() == str(user.pw_uid), p.stderr
         assert all(c.stat().st_uid == user.pw_uid for c in caches)  # planted by 'nobody'
-        r = _kb(["lookup", CUDA], {"KB_HOME": str(home)})
+        # (its private fallback folder made in the test's own temporary folder, not /tmp)
+        r = _kb(["lookup", CUDA], {"KB_HOME": str(home), "TMPDIR": str(tmp_path)})
         assert not marker.exists(), "a planted pickle ran as the user who looked up an error"
         assert r.returncode == 0 and "cuda-illegal-memory-access" in r.stdout
         assert str(home) in r.stderr and "writable by" in r.stderr
