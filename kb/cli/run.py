@@ -3,7 +3,12 @@ the evidence a failure leaves, and, if it fails, say which rank failed first and
 
 On success kb prints nothing of its own. On failure the job-level diagnosis goes to stderr
 (--json FILE also writes it as JSON, docs/json.md) and kb exits with the command's status (a
-death by signal N as 128 + N). The run folder (--run-dir, default ./kb-runs/<time>-<pid>) holds:
+death by signal N as 128 + N). A command that cannot start is said as a shell says it (exit 127,
+126) and nothing is made. The user's Ctrl-C (SIGINT to kb, or the command dying of SIGINT) is
+said as an interrupt, not a failure, and kb exits 130 (the command's status where it exits 0).
+The default run folder (./kb-runs/<time>-<pid>) is kept only when there is something to
+diagnose: removed after a success, and after an interrupt unless the output had shown a failure
+before it. A folder named with --run-dir is always kept. The run folder holds:
   output.log            everything the command printed, stdout and stderr as they arrived
   error.json            TORCHELASTIC_ERROR_FILE (kb.run_env says which variables kb sets)
   torchrun/             torchrun's --log-dir: per-rank error files (and logs with --tee)
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
 import time
 
@@ -57,7 +64,14 @@ def run_command(args) -> int:
     from kb.run.runner import KILL_AFTER_S, run
 
     kill_after = KILL_AFTER_S if getattr(args, "kill_after", None) is None else args.kill_after
+    cannot = _cannot_start(argv[0], os.environ.get("PATH", os.defpath))
+    if cannot is not None:  # said as a shell says it, before any folder is made
+        rc, why = cannot
+        print(f"kb: {why}: {argv[0]}", file=sys.stderr)
+        return rc
     run_dir = os.path.abspath(args.run_dir or _default_run_dir())
+    made = not os.path.lexists(run_dir)  # kb makes it: kb may remove it
+    default = not args.run_dir  # a folder the user named is always kept
     have_dir = True
     try:
         os.makedirs(run_dir, exist_ok=True)
@@ -93,12 +107,14 @@ def run_command(args) -> int:
     log_path = os.path.join(run_dir, folder.OUTPUT) if have_dir else None
     try:
         out = run(argv, env, log_path, kill_after=kill_after, warn=_say)
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError) as e:  # nothing ran: nothing to keep
+        if have_dir and made:
+            _remove(run_dir, default)
+        if isinstance(e, PermissionError):
+            print(f"kb: permission denied: {argv[0]}", file=sys.stderr)
+            return 126
         print(f"kb: command not found: {argv[0]}", file=sys.stderr)
         return 127
-    except PermissionError:
-        print(f"kb: permission denied: {argv[0]}", file=sys.stderr)
-        return 126
     record.update(
         end=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         returncode=out.returncode,
@@ -112,10 +128,22 @@ def run_command(args) -> int:
         output_error=out.log_error or None,
         forwarded_signals=out.forwarded,
     )
+    interrupted = "SIGINT" in out.forwarded or out.raw == -signal.SIGINT
     if have_dir:
         _write_json(record_path, record)
     if out.returncode == 0:
+        if have_dir and made and default:
+            _remove(run_dir, default)
         return 0
+    if interrupted and not _failed_before(args, log_path, out):
+        if have_dir and made and default:
+            _remove(run_dir, default)
+            where = ""
+        else:
+            where = f"; output in {run_dir}" if have_dir else ""
+        how = "" if out.raw == -signal.SIGINT else f" (the command ended: {status_words(out)})"
+        _say(f"kb: interrupted{how}{where}")
+        return 130
     files: list[str] = []
     if log_path is not None and os.path.isfile(log_path) and (out.kept or not out.log_error):
         files.append(log_path)
@@ -127,7 +155,55 @@ def run_command(args) -> int:
             f"kb: could not diagnose the run ({type(e).__name__}: {e}); output in {run_dir}",
             file=sys.stderr,
         )
-    return out.returncode
+    return 130 if interrupted else out.returncode
+
+
+def _cannot_start(cmd: str, path: str) -> tuple[int, str] | None:
+    """(exit status, why) as a shell says it when cmd cannot be run, else None."""
+    if os.sep in cmd:
+        if not os.path.exists(cmd):
+            return 127, "no such file or directory"
+        if os.path.isdir(cmd):
+            return 126, "is a directory"
+        if not os.access(cmd, os.X_OK):
+            return 126, "permission denied"
+        return None
+    if shutil.which(cmd, path=path) is None:
+        return 127, "command not found"
+    return None
+
+
+def _remove(run_dir: str, default: bool) -> None:
+    """Remove a run folder kb made, and ./kb-runs when that leaves it empty."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if default:
+        try:
+            os.rmdir(os.path.dirname(run_dir))
+        except OSError:  # other runs' folders in it, or not ours to remove
+            pass
+
+
+def _failed_before(args, log_path: str | None, out) -> bool:
+    """Whether the output printed before the interrupt shows a failure: a known error or a
+    root failure kb can name. A run whose output was not kept has nothing to show."""
+    if log_path is None or not os.path.isfile(log_path):
+        return False
+    upto = out.interrupted_at if out.interrupted_at >= 0 else None
+    try:
+        with open(log_path, "rb") as fh:
+            text = fh.read() if upto is None else fh.read(upto)
+    except OSError:
+        return False
+    if not text.strip():
+        return False
+    try:
+        from kb.diagnosis.engine import default_engine
+        from kb.job.lookup import lookup_text
+
+        r = lookup_text(default_engine(args.kb_dir), text, top=1).result
+    except Exception:  # kb's own trouble: say the interrupt, and keep the folder to read
+        return True
+    return bool(r.matches) or r.root is not None
 
 
 def status_words(out) -> str:
@@ -201,7 +277,10 @@ def diagnosis_text(jl, kb, st: Style, outcome, run_dir: str, hint: str = "") -> 
     from kb.render.job import job_lines
 
     status = status_words(outcome)
-    out = ["", st.bold("kb") + f": the command failed ({status}); output and evidence in {run_dir}"]
+    what = "the command failed"
+    if "SIGINT" in outcome.forwarded or outcome.raw == -signal.SIGINT:
+        what = "interrupted, after the command had shown a failure"
+    out = ["", st.bold("kb") + f": {what} ({status}); output and evidence in {run_dir}"]
     if outcome.log_error:
         out.append(
             f"  the output was kept only in part ({outcome.kept:,} of {outcome.bytes:,} bytes: "

@@ -71,6 +71,9 @@ class Outcome:
     signal: str = ""  # the signal that ended the command ("SIGKILL"); "" when it exited
     killed: bool = False  # kb sent the group SIGKILL (the grace period ran out, or a 3rd signal)
     log_error: str = ""  # why the log file stopped keeping the output ("" when it kept it all)
+    # bytes of output the command had printed when the first SIGINT (Ctrl-C) reached kb: what
+    # it printed before the interrupt; -1 when no SIGINT came
+    interrupted_at: int = -1
 
     @property
     def exit_code(self) -> int | None:
@@ -215,6 +218,19 @@ def _reads_terminal(argv: list[str], pid: int) -> str:
     )
 
 
+def _pending(fd: int) -> int:
+    """Bytes waiting to be read from a pipe or a pseudo-terminal's master (0 where unknown)."""
+    import struct
+
+    try:
+        import fcntl
+        import termios
+
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    except (OSError, ImportError, AttributeError, struct.error):
+        return 0
+
+
 def _isatty(fd: int) -> bool:
     try:
         return os.isatty(fd)
@@ -345,8 +361,14 @@ def run(
         except (ProcessLookupError, PermissionError):
             pass
 
+    interrupted_at = -1
+
     def forward(signum, frame):
+        nonlocal interrupted_at
         forwarded.append(signal.Signals(signum).name)
+        if signum == signal.SIGINT and interrupted_at < 0:
+            # what was printed before the interrupt: copied so far, and what waits in the pipes
+            interrupted_at = total + sum(_pending(r) for r, _ in ends.values())
         if signum in ENDING:
             ending.append(time.monotonic())
             if len(ending) >= ENDING_BEFORE_KILL:
@@ -362,13 +384,13 @@ def run(
     def overdue() -> bool:
         return bool(ending) and not killed and time.monotonic() - ending[0] > kill_after
 
+    total = 0
     previous = {}
     for sig in FORWARDED:
         try:
             previous[sig] = signal.signal(sig, forward)
         except (OSError, ValueError):  # not the main thread, or a signal this OS lacks
             pass
-    total = 0
     sel = selectors.DefaultSelector()
     alive = dict.fromkeys(ends, True)
     keep = _Keep(log_path, warn)
@@ -454,4 +476,5 @@ def run(
         signal=name,
         killed=killed,
         log_error=keep.error,
+        interrupted_at=interrupted_at,
     )
