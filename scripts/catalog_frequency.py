@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
             for q in included
         ],
         "excluded_queries": [
-            {"id": q, "query": queries[q][1]} for q in sorted(queries) if queries[q][0] == "excluded"
+            {"id": q, "query": queries[q][1]}
+            for q in sorted(queries)
+            if queries[q][0] == "excluded"
         ],
         "results_read": sum(queries[q][2] for q in included),
         "threads": len(threads),

@@ -541,7 +541,11 @@ def cuda_templates(repo: str) -> list[Template]:
     for api, key, fmt in (
         ("runtime", "runtime", "CUDA error: {text}"),
         # THC's THCudaCheck printed where it failed: "... : <text> at <file>:<line>"
-        ("runtime-legacy", "runtime_legacy", "cuda runtime error ({code}) : {text} at {{file}}:{{line}}"),
+        (
+            "runtime-legacy",
+            "runtime_legacy",
+            "cuda runtime error ({code}) : {text} at {{file}}:{{line}}",
+        ),
         ("driver", "driver", "CUDA driver error: {text}"),
     ):
         for value, rec in sorted(codes[key].items(), key=lambda kv: int(kv[0])):
@@ -697,9 +701,7 @@ def main(argv: list[str] | None = None) -> int:
                 nfiles += 1
                 mined.extend(mine_file(path, src))
             if spec.rewrite:
-                mined = [
-                    replace(m, text=rewrite(m.text, spec.rewrite)) for m in mined
-                ]
+                mined = [replace(m, text=rewrite(m.text, spec.rewrite)) for m in mined]
             templates = merge(spec.source, version, mined)
             print(
                 f"{spec.source} {version}: {nfiles} files, {len(mined)} sites, "

@@ -175,7 +175,7 @@ def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: b
     out = []
     for name, jl in looked:
         if batch:
-            out.append(f"==> {inert(name)} <==\n")
+            out.append(f"==> {inert(name or '')} <==\n")
         if fmt == "markdown":
             out.append(job_report.lookup_markdown(jl, kb))
         else:

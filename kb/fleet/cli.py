@@ -116,10 +116,10 @@ def main(argv: list[str]) -> int:
         return e.code if isinstance(e.code, int) else exit_codes.USAGE
     # What reaches stdout is made inert (kb.render.terminal): job and host names, table cells
     # and errors come from the jobs' files; only rich's own styles reach a terminal.
-    out = Console(file=InertWriter(sys.stdout))
+    out = Console(file=InertWriter(sys.stdout))  # type: ignore[arg-type]
     if not out.is_terminal and "COLUMNS" not in os.environ:
         # Piped or redirected: no terminal to fit, so tables keep their cells whole.
-        out = Console(file=InertWriter(sys.stdout), width=WIDE)
+        out = Console(file=InertWriter(sys.stdout), width=WIDE)  # type: ignore[arg-type]
     err = Console(stderr=True)
     if args.workers is not None and args.workers < 1:
         return _usage(err, "--workers must be 1 or more")

@@ -149,7 +149,7 @@ def _walk(root: Path, out: JobInputs) -> list[Path]:
     stack: list[tuple[Path, int]] = [(root, 0)]
     while stack:
         here, depth = stack.pop()
-        items = []
+        items: list[os.DirEntry[str]] = []
         try:
             with os.scandir(here) as it:
                 # Listed only as far as the limit (one more, to know there are more): a folder

@@ -372,7 +372,11 @@ def _parse(
         return entry, probs
 
     result = load_dirs(
-        [Path(b) for b in bundled_names], [Path(d) for d in local_names], snap.data, load_one
+        [Path(b) for b in bundled_names],
+        [Path(d) for d in local_names],
+        snap.data,
+        load_one,
+        lambda st: changed_just_now(st, _now_ns(), ctime=False),
     )
     if previous is not None and previous.evidence_tag == snap.evidence_tag:
         records, damaged = previous.evidence, list(previous.evidence_problems)
@@ -393,6 +397,12 @@ def _changed_now(f: Path) -> bool:
         return changed_just_now(f.stat(), time.time_ns(), ctime=False)
     except OSError:
         return True
+
+
+def _now_ns() -> int:
+    import time
+
+    return time.time_ns()
 
 
 def changed_just_now(st: os.stat_result, now_ns: int, ctime: bool = True) -> bool:

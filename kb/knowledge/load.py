@@ -8,6 +8,7 @@ match its own entry...) live in lint.py; these are the ones a file can fail on i
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -551,11 +552,13 @@ def load_dirs(
     local: Iterable[Path] = (),
     data: dict[Path, bytes | None] | None = None,
     load_one: Callable[..., tuple[Entry | None, list[Problem]]] | None = None,
+    just_changed: Callable[[os.stat_result], bool] | None = None,
 ) -> LoadResult:
     """Load every entry file; `data` holds the bytes already read (knowledge.load hashes and
     parses the same bytes). `load_one` stands in for load_file (same arguments): the cache's
-    memo of files parsed before (kb.knowledge.base)."""
-    import time
+    memo of files parsed before (kb.knowledge.base). `just_changed` says whether a file that
+    could not be read as an entry may still be being written (the cache's own test, passed in
+    so that this module sits below kb.knowledge.base)."""
 
     load_one = load_one or load_file
 
@@ -566,11 +569,9 @@ def load_dirs(
     for files, is_local in ((entry_files(bundled), False), (entry_files(local), True)):
         for f in files:
             entry, probs = load_one(f, local=is_local, raw=(data or {}).get(f))
-            if entry is None:
-                from kb.knowledge.base import changed_just_now
-
+            if entry is None and just_changed is not None:
                 try:
-                    unsettled |= changed_just_now(f.stat(), time.time_ns(), ctime=False)
+                    unsettled |= just_changed(f.stat())
                 except OSError:
                     unsettled = True
             problems.extend(probs)

@@ -253,7 +253,7 @@ def console(stream: TextIO | None = None):
     # Whatever reaches the stream is made inert (kb.render.terminal): rich's own styles pass,
     # no sequence from an entry, a log or a name does.
     return _Console(
-        file=InertWriter(stream if stream is not None else sys.stdout),
+        file=InertWriter(stream if stream is not None else sys.stdout),  # type: ignore[arg-type]
         highlight=False,
         soft_wrap=False,
         force_terminal=True if os.environ.get("FORCE_COLOR") else None,

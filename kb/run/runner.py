@@ -190,7 +190,7 @@ class _Keep:
 def _stopped_in_group(pgid: int) -> list[int]:
     """The processes of a process group that are stopped (state T), on Linux (/proc); [] where
     that cannot be told."""
-    out = []
+    out: list[int] = []
     try:
         names = os.listdir("/proc")
     except OSError:

@@ -123,7 +123,7 @@ def open_log(path: str | os.PathLike[str]) -> BinaryIO:
         raise InputError(why)
     fh = open_checked(p, fifo=True)
     # peek, not read + seek: a pipe cannot seek back.
-    if fh.peek(2)[:2] == b"\x1f\x8b":
+    if fh.peek(2)[:2] == b"\x1f\x8b":  # type: ignore[attr-defined]
         return Gunzip(fh)  # type: ignore[return-value]
     return fh
 
