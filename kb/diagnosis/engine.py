@@ -27,7 +27,6 @@ from kb.diagnosis.diagnose import (
 )
 from kb.diagnosis.facts import Facts, extract_facts
 from kb.diagnosis.rank import Key, ranked
-from kb.diagnosis.rank import rank as rank_matches
 from kb.diagnosis.root import find_root
 from kb.knowledge.base import KnowledgeBase, load
 from kb.knowledge.data import KnowledgeData
@@ -240,14 +239,13 @@ class Engine:
         # answer at all when nothing else matched (a `Killed` after an exception no entry knows
         # is not the OOM killer: the root line is all kb can say).
         after = _followers(catalog.root)
-        matches = rank_matches(hits, self.signatures.order, numbers, after)
+        keyed = ranked(hits, self.signatures.order, numbers, after)
+        # Key 0 is 1 for a match that only followed from the root: after the rest, and no
+        # answer at all when nothing else matched.
+        matches = [m for m, key in keyed]
         followers: list[Match] = []
-        if after is not None and matches:
-            led = [m for m in matches if not _follows(m, after)]
-            if led:
-                matches = led + [m for m in matches if _follows(m, after)]
-            else:
-                matches, followers = [], matches
+        if keyed and all(key[0] for _, key in keyed):
+            matches, followers = [], matches
         suggestions: list[Match] = []
         # A CUDA code the log states exactly that no entry owns: the code table explains it in
         # the diagnosis, and a full-text guess would only name a neighbour.
@@ -367,18 +365,6 @@ def _followers(root: RootFailure | None) -> frozenset[int] | None:
     if root is None or root.role != "initiating":
         return None
     return frozenset(n for _, n in root.followers)
-
-
-def _follows(m: Match, after: frozenset[int]) -> bool:
-    if m.entry.consequence or (m.signature and _sig_consequence(m)):
-        return True
-    lines = {m.line_number, *(h.line_number for h in m.hits)} - {0}
-    return bool(lines) and lines <= after
-
-
-def _sig_consequence(m: Match) -> bool:
-    sig = m.entry.signature(m.signature or "")
-    return bool(sig is not None and sig.consequence)
 
 
 def _consequences(hits: list[Hit]):

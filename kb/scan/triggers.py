@@ -219,12 +219,7 @@ class Triggers:
         the set), sorted; a line may come more than once."""
         db = self.database("errorish") if hyperscan else None
         if db is not None:
-            offs: list[int] = []
-            add = offs.append
-            view = memoryview(body)[start:end]  # no copy
-            db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
-            offs.sort()
-            return offs
+            return _hyperscan_offsets(db, body, start, end)
         offs = [m.start() for m in _rx("ERRORISH").finditer(body, start, end)]
         if self.errorish:
             low = body[start:end].lower()
@@ -238,12 +233,7 @@ class Triggers:
         looks for these once its room for error-looking lines is full."""
         db = self.database("failure") if hyperscan else None
         if db is not None:
-            offs: list[int] = []
-            add = offs.append
-            view = memoryview(body)[start:end]  # no copy
-            db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
-            offs.sort()
-            return offs
+            return _hyperscan_offsets(db, body, start, end)
         return [m.start() for m in _rx("FAILURE").finditer(body, start, end)]
 
     def _literal_offsets(
@@ -434,3 +424,13 @@ def default() -> Triggers:
         merged = Triggers(b.decode("utf-8", "replace") for b in lits)
         _MERGED[keys] = merged
     return merged
+
+
+def _hyperscan_offsets(db, body: bytes, start: int, end: int) -> list[int]:
+    """Offsets (sorted) inside each line a Hyperscan database matches in body[start:end]."""
+    offs: list[int] = []
+    add = offs.append
+    view = memoryview(body)[start:end]  # no copy
+    db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
+    offs.sort()
+    return offs
