@@ -157,7 +157,7 @@ class _Rules:
         return self.compiled("launchers." + name, pattern).search(text) if key in text else None
 
 
-_RULES: dict[int, _Rules] = {}
+_RULES: list[_Rules] = []  # the last rules compiled: an engine passes the same every time
 
 
 def _rules(events: FailureEvents | None) -> _Rules:
@@ -168,10 +168,9 @@ def _rules(events: FailureEvents | None) -> _Rules:
         events = getattr(bundled(), "events", None) or load_data().events
         if events is None:
             raise RuntimeError("kb/data/failure-events.yaml could not be read (`kb lint` says why)")
-    r = _RULES.get(id(events))
-    if r is None or r.events is not events:
-        r = _RULES[id(events)] = _Rules(events)
-    return r
+    if not _RULES or _RULES[0].events is not events:
+        _RULES[:] = [_Rules(events)]
+    return _RULES[0]
 
 
 # Wrappers: (what prints them, how to tell them). Their original follows them ("after") or was
