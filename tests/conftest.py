@@ -41,6 +41,19 @@ def _warm_template(tmp_path_factory) -> Path:
     return _WARM[0]
 
 
+def _share(src: str, dst: str) -> None:
+    """A cache file of the warm folder, hard-linked rather than copied (tens of MB per test
+    otherwise): kb replaces its cache files whole (write, then rename), never writes into one,
+    so no test can change the template through its link. Small files are copied."""
+    if os.path.getsize(src) >= 1 << 16:
+        try:
+            os.link(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copy2(src, dst)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_kb_home(request, tmp_path_factory, monkeypatch):
     """Every test gets its own state folder: none can touch a user's cache or see another
@@ -49,7 +62,9 @@ def _fresh_kb_home(request, tmp_path_factory, monkeypatch):
     the build in every kb process they start."""
     home = tmp_path_factory.mktemp("kb-home")
     if request.node.get_closest_marker("warm_home") is not None:
-        shutil.copytree(_warm_template(tmp_path_factory), home, dirs_exist_ok=True)
+        shutil.copytree(
+            _warm_template(tmp_path_factory), home, dirs_exist_ok=True, copy_function=_share
+        )
     monkeypatch.setenv("KB_HOME", str(home))
     monkeypatch.delenv("KB_PATH", raising=False)
 
