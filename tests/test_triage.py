@@ -406,3 +406,24 @@ def test_a_job_with_no_failure_is_counted_as_such_not_as_without_an_answer(tmp_p
     # The jobs without an answer are those that show a failure no entry knows.
     no_answer = text.split("Jobs without an answer", 1)[1]
     assert "WidgetError" in no_answer and "none" not in no_answer.split("\n\n", 1)[0]
+
+
+def test_a_folder_of_linked_job_folders_says_why_it_holds_no_job(tmp_path, capsys):
+    real = tmp_path / "real"
+    links = tmp_path / "links"
+    links.mkdir()
+    for name in ("job-a", "job-b"):
+        (real / name).mkdir(parents=True)
+        (real / name / "rank0.log").write_text("KeyError: 'lr'\n")
+        (links / name).symlink_to(real / name)
+    code, _ = _cli(str(links), "--out", str(tmp_path / "t.duckdb"), "--quiet")
+    said = capsys.readouterr().err
+    assert code == 0
+    assert "2 symbolic link(s) under the paths not followed" in said
+    assert f"kb triage {links}/*" in said
+    # As the message says: named as paths, the links are read (a path given is followed).
+    code, out = _cli(
+        *(str(p) for p in sorted(links.iterdir())), "--out", str(tmp_path / "u.duckdb")
+    )
+    assert code == 0 and "2 jobs: 2 answered" in out
+    assert "not followed" not in capsys.readouterr().err

@@ -211,6 +211,7 @@ def _triage(args: argparse.Namespace, out: Console, err: Console) -> int:
             finding = progress.add_task("finding jobs", total=None, rate="")
             jobs = discovery.discover(args.paths, files=args.files)
             progress.remove_task(finding)
+            _say_links(err, discovery.skipped_links(), found=len(jobs), quiet=quiet)
             task = progress.add_task("triage", total=len(jobs), rate="")
             start = time.perf_counter()
             for i, row in enumerate(_rows(args, jobs), 1):
@@ -247,6 +248,23 @@ def _triage(args: argparse.Namespace, out: Console, err: Console) -> int:
     finally:
         con.close()
     return exit_codes.OK
+
+
+def _say_links(err: Console, links: list[str], found: int, quiet: bool) -> None:
+    """Links under the paths are never followed (one could lead to /proc or out of the job's
+    tree); say so, or a folder of linked job folders reads as "0 jobs" with no reason given.
+    Said even with --quiet when no job was found: then it is the answer."""
+    if not links or (quiet and found):
+        return
+    shown = ", ".join(links[:3]) + (f" and {len(links) - 3} more" if len(links) > 3 else "")
+    err.print(
+        f"kb triage: {len(links)} symbolic link(s) under the paths not followed ({inert(shown)}): "
+        "a link can lead out of a job's tree. To read what they point to, name them as paths: "
+        f"kb triage {inert(os.path.join(os.path.dirname(links[0]), '*'))}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _rows(args: argparse.Namespace, jobs: Sequence[discovery.Job]) -> Iterator[dict]:

@@ -30,7 +30,8 @@ with its ranks' logs) looks like a folder of jobs (rule 2). Name them node<N>/, 
 a tarball: a tarball is always one job.
 
 Links are not followed and hidden names are skipped, as in the job view; only regular files and
-folders are jobs (never a FIFO, a device or a socket). A path given twice (or a job found under
+folders are jobs (never a FIFO, a device or a socket). The links passed over are kept
+(skipped_links()) so that a caller can say why a folder of linked job folders holds no job. A path given twice (or a job found under
 two of the paths) is one job. At most MAX_ENTRIES names are looked at under the paths, folders
 counting as files do; past that the run stops before any job is read and says which folder to
 give instead (a folder is listed only as far as the limit, never held whole in memory).
@@ -86,6 +87,7 @@ def discover(paths: Iterable[str | os.PathLike[str]], files: bool = False) -> li
     out: list[Job] = []
     seen: set[str] = set()
     _LOOKED[0] = 0
+    _LINKS.clear()
     for p in paths:
         path = Path(p)
         if not path.exists():
@@ -145,6 +147,13 @@ def _each_file(path: Path, depth: int) -> Iterator[Job]:
 
 
 _LOOKED = [0]  # names looked at in this discover() call
+_LINKS: list[str] = []  # links passed over in this discover() call
+
+
+def skipped_links() -> list[str]:
+    """The symbolic links the last discover() call passed over (never followed: a link can lead
+    out of the job's tree, to /proc or to a device)."""
+    return list(_LINKS)
 
 
 def _listing(path: Path) -> list[os.DirEntry]:
@@ -171,7 +180,10 @@ def _children(path: Path) -> tuple[list[Path], list[Path]]:
     files: list[Path] = []
     dirs: list[Path] = []
     for entry in sorted(_listing(path), key=lambda e: e.name):
-        if entry.name.startswith(".") or entry.is_symlink():
+        if entry.name.startswith("."):
+            continue
+        if entry.is_symlink():
+            _LINKS.append(entry.path)
             continue
         try:
             if entry.is_dir(follow_symlinks=False):
