@@ -215,6 +215,21 @@ def test_links_out_of_the_job_are_not_followed(tmp_path):
         assert why[str(job / name)].startswith("a link out of the job's folder")
 
 
+def test_a_folder_of_links_only_says_why_it_holds_no_log(tmp_path):
+    """Every job folder linked from elsewhere: no log is read, and the refusal names the links
+    (it said only "no log files in DIR")."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "rank0.log").write_text(WAITER.format(r=0))
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "job-1").symlink_to(tmp_path / "real")
+    from kb.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        lookup_paths(ENGINE, [str(tmp_path / "links")])
+    assert "a link out of the job's folder" in str(e.value)
+    assert str(tmp_path / "links" / "job-1") in str(e.value)
+
+
 def test_a_file_of_proc_given_by_name_is_refused():
     r = subprocess.run(
         [sys.executable, "-m", "kb", "lookup", "/proc/self/status"],

@@ -58,7 +58,9 @@ def lookup_paths(engine: Engine, paths: list[str], *, top: int = 3) -> JobLookup
     if not (inputs.logs or inputs.error_files or inputs.dumps or inputs.tarballs):
         if inputs.problems:
             raise InputError("; ".join(inputs.problems))
-        raise InputError(f"no log files in {', '.join(paths)}")
+        # What was passed over (links out of the folder, hidden names) is the reason: say it.
+        why = "; ".join(inputs.left_out_summary())
+        raise InputError(f"no log files in {', '.join(paths)}" + (f" ({why})" if why else ""))
     scans: list[tuple[Source, Scan]] = []
     for src in inputs.logs:
         try:
