@@ -609,3 +609,41 @@ def test_a_folder_skips_what_is_not_a_log(tmp_path):
     jl = lookup_paths(ENGINE, [str(tmp_path)])
     assert sorted(p.rsplit("/", 1)[1] for p in jl.paths) == ["rank0.log", "stderr"]
     assert jl.job.root.rank == 1
+
+
+def test_ranks_read_as_spans_and_a_long_list_is_counted():
+    from kb.job.analyze import ranges
+
+    assert ranges([9, 0, 1, 2, 3]) == "0-3, 9"
+    assert ranges(list(range(0, 1024, 2))) == "0, 2, 4, 6, 8, 10, 12, 14 and 504 more (512 ranks)"
+    assert ranges(list(range(0, 20, 2)), cap=None).count(",") == 9
+
+
+def test_half_of_1024_ranks_straggling_reads_in_a_few_short_lines():
+    """Every odd rank never reached the collective the even ranks timed out in: the verdict
+    names them as spans, counted past a few (it was one 5,000-character line, and a row for
+    each of 512 roots)."""
+    lines = []
+    for r in range(1024):
+        if r % 2:
+            lines.append(
+                f"[rank{r}]:[I1123 09:50:30.000000000 ProcessGroupNCCL.cpp:900] [Rank {r}] ProcessGroupNCCL initialized"
+            )
+        else:
+            lines.append(
+                f"[rank{r}]:[E1123 10:00:30.000000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog "
+                "caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+                "NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600013 milliseconds before "
+                "timing out."
+            )
+    from kb.render.job import job_lines
+    from kb.render.style import Style
+
+    jl = lookup_text(ENGINE, "\n".join(lines) + "\n")
+    assert jl.job is not None and jl.job.root is not None and jl.job.root.rank == 1
+    assert "(512 ranks) did not reach collective #9" in jl.job.summary
+    assert len(jl.job.summary) < 300
+    head = job_lines(jl.job, Style(False))
+    assert len(head) < 16, head
+    assert "roots too: ranks 3, 5, 7, 9, 11, 13, 15, 17 and 503 more (511 ranks)" in head[0]
+    assert any(r.lstrip().startswith("ranks 17, 19, 21, 23 and 500 more (504 ranks)") for r in head)

@@ -902,18 +902,30 @@ def _who(v: _Working) -> str:
 
 
 def _ranks_text(rs: list[int]) -> str:
+    if not rs:
+        return "no other rank"
     return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ranges(rs)
 
 
-def ranges(ranks: list[int]) -> str:
-    """Consecutive ranks as spans: [0, 1, 2, 3, 9] -> "0-3, 9" (a 1,024-rank job in a line)."""
+RANGES_SHOWN = 8  # spans named in a line; past it, how many more (a summary stays one line)
+
+
+def ranges(ranks: list[int], cap: int | None = RANGES_SHOWN) -> str:
+    """Consecutive ranks as spans: [0, 1, 2, 3, 9] -> "0-3, 9" (a 1,024-rank job in a line).
+    Past `cap` spans (every other rank of a large job), the rest are counted, not listed:
+    "0, 2, 4, ... and 509 more (512 ranks)"."""
     spans: list[list[int]] = []  # [first, last] of each run
-    for r in sorted(ranks):
+    for r in sorted(set(ranks)):
         if spans and r == spans[-1][1] + 1:
             spans[-1][1] = r
         else:
             spans.append([r, r])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    shown = spans if cap is None or len(spans) <= cap else spans[:cap]
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in shown)
+    if len(shown) < len(spans):
+        rest = sum(b - a + 1 for a, b in spans[len(shown) :])
+        text += f" and {rest:,} more ({sum(b - a + 1 for a, b in spans):,} ranks)"
+    return text
 
 
 def _summary(root: _Working, roots: list[_Working], verdicts: list[_Working]) -> str:
@@ -1006,7 +1018,7 @@ def _desync_summary(
         return f"desync at {coll}: {d.detail}"
     if all_waiting or not d.missing:
         return (
-            f"desync: ranks {', '.join(map(str, d.waiting))} all timed out in {coll}; no rank is "
+            f"desync: {_ranks_text(d.waiting)} all timed out in {coll}; no rank is "
             "missing from it, which points at the interconnect or at ranks outside these logs"
         )
     by = {
@@ -1014,18 +1026,17 @@ def _desync_summary(
         "watchdog": "the watchdog's sequence numbers",
         "monitored-barrier": "monitoredBarrier's report",
         "store-barrier": "the store-based barrier's waiting lines",
-        "no-timeout": "it never timed out itself while the others did",
+        "no-timeout": "the ranks that never timed out while the others did",
     }[d.by]
     if d.by == "store-barrier":
         return (
-            f"desync: rank{'s' if len(d.missing) > 1 else ''} {', '.join(map(str, d.missing))} "
+            f"desync: {_ranks_text(d.missing)} "
             f"never joined the process group; {_ranks_text(d.waiting)} waited in "
             f"init_process_group's store-based barrier (by {by})"
         )
     timed = {v.rank for v in verdicts if v.cause == "timeout"}
     waited = "timed out waiting" if set(d.waiting) <= timed or not d.waiting else "waited"
     return (
-        f"desync: rank{'s' if len(d.missing) > 1 else ''} {', '.join(map(str, d.missing))} {verb} "
-        f"{coll}; rank{'s' if len(d.waiting) > 1 else ''} {', '.join(map(str, d.waiting))} {waited} "
+        f"desync: {_ranks_text(d.missing)} {verb} {coll}; {_ranks_text(d.waiting)} {waited} "
         f"(by {by})"
     )

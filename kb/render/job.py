@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from kb.job.analyze import ranges
 from kb.job.lookup import JobLookup, display_path
 from kb.job.view import JobKind, JobView, Part, RankVerdict, Role
 from kb.knowledge.base import KnowledgeBase
@@ -77,7 +78,7 @@ def job_lines(job: JobView, st: Style) -> list[str]:
             head += f"  {st.bold(root.id)}"
         others = [r for r in job.roots if r.rank != root.rank or r.host != root.host]
         if others:
-            head += f"; roots too: {', '.join(_who_rank(r.rank, r.host) for r in others)}"
+            head += f"; roots too: {_whose(others)}"
         out.append(st.bold("job") + f"  {head}")
         out.append("  " + _wrap_plain(job.summary))
     else:
@@ -122,35 +123,28 @@ def _evidence(job: JobView, v: RankVerdict) -> RankVerdict:
     return job.evidence_of(v)
 
 
+ROOT_ROWS = 8  # root ranks shown one row each; past that, grouped as the other ranks are
+
+
 def _rows(job: JobView) -> list[tuple[str, RankVerdict]]:
-    """One row per root rank; the other ranks grouped by what happened to them ("ranks 0-6, 9"),
-    so a 512-rank job reads in a few lines."""
+    """One row per root rank (the first ROOT_ROWS of them); the other ranks grouped by what
+    happened to them ("ranks 0-6, 9"), so a 512-rank job reads in a few lines, even one where
+    half the ranks straggled."""
     rows: list[tuple[str, RankVerdict]] = []
     groups: dict[tuple, list[RankVerdict]] = {}
     for v in job.in_order():
-        if v.role == Role.ROOT or v.rank is None:
+        if v.rank is None or (v.role == Role.ROOT and len(rows) < ROOT_ROWS):
             rows.append((_who(v), v))
         else:
             groups.setdefault((str(v.role), v.id or v.cause, v.reason), []).append(v)
     for vs in groups.values():
         ranked = [v.rank for v in vs if v.rank is not None]  # grouped ranks all have one
-        name = _who(vs[0]) if len(vs) == 1 else "ranks " + _ranges(ranked)
+        name = _who(vs[0]) if len(vs) == 1 else "ranks " + ranges(ranked, cap=4)
         rows.append((name, vs[0]))
     # Each row where its first rank stands in the job's one order (JobView.in_order).
     place = {id(v): i for i, v in enumerate(job.in_order())}
     rows.sort(key=lambda r: place[id(r[1])])
     return rows
-
-
-def _ranges(ranks: list[int]) -> str:
-    """Consecutive ranks as spans: [0, 1, 2, 3, 9] -> "0-3, 9"."""
-    spans: list[list[int]] = []  # [first, last] of each run
-    for r in sorted(ranks):
-        if spans and r == spans[-1][1] + 1:
-            spans[-1][1] = r
-        else:
-            spans.append([r, r])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _wrap_plain(s: str) -> str:
@@ -159,6 +153,18 @@ def _wrap_plain(s: str) -> str:
 
 def _who(v: RankVerdict) -> str:
     return _who_rank(v.rank, v.host)
+
+
+def _whose(vs: list[RankVerdict]) -> str:
+    """Ranks as spans, capped (512 straggling ranks of a 1,024-rank job stay one short line);
+    hosts and the launcher by name."""
+    ranks = [v.rank for v in vs if v.rank is not None]
+    named = [_who(v) for v in vs if v.rank is None]
+    if len(ranks) == 1:
+        named.insert(0, f"rank {ranks[0]}")
+    elif ranks:
+        named.insert(0, "ranks " + ranges(ranks))
+    return ", ".join(named)
 
 
 def _who_rank(rank: int | None, host: str | None) -> str:
