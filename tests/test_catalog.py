@@ -533,6 +533,9 @@ def test_coverage_command(capsys):
     assert coverage_main(["--brief"]) == 0
     out = capsys.readouterr().out
     assert "pytorch" in out and "unmapped" in out
+    # The legends wrap at the table's width: at 80-100 columns none runs off as one long line.
+    assert "entry: mapped to a kb entry" in out and "w/o hints" in out
+    assert max(len(line) for line in out.splitlines()) <= 96
 
 
 # ---------------------------------------------------------------- how often users meet them ---

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 from collections import Counter
 from collections.abc import Iterable
 
@@ -358,7 +359,7 @@ def _render_met(cov: Coverage) -> list[str]:
     )
     out = [
         "",
-        f"weighted by how often users meet them ({where}; kb/catalog/frequency.json):",
+        *_legend(f"weighted by how often users meet them ({where}; kb/catalog/frequency.json):"),
         head,
         "-" * len(head),
     ]
@@ -372,12 +373,21 @@ def _render_met(cov: Coverage) -> list[str]:
             f"{f'{lib.met_entry} {100 * share:.0f}%' if share is not None else '-':>10} "
             f"{lib.met_hint:>6} {f'{100 * own:.0f}%' if own is not None else '-':>9}"
         )
-    out.append(
-        "met: thread-template pairs in the sample; met:entry: of those, on templates mapped to an "
-        "entry; hints: on templates that never claim (Python's own wordings, advice); w/o hints: "
-        "met:entry with those left out"
+    out.extend(
+        _legend(
+            "met: thread-template pairs in the sample; met:entry: of those, on templates mapped "
+            "to an entry; hints: on templates that never claim (Python's own wordings, advice); "
+            "w/o hints: met:entry with those left out"
+        )
     )
     return out
+
+
+LEGEND_WIDTH = 96  # the width of the table above it: prose wraps there, never one long line
+
+
+def _legend(text: str) -> list[str]:
+    return textwrap.wrap(text, LEGEND_WIDTH, break_on_hyphens=False)
 
 
 def render_text(cov: Coverage, detail: bool = True) -> str:
@@ -401,9 +411,12 @@ def render_text(cov: Coverage, detail: bool = True) -> str:
         f"{100 * e / max(t, 1):>6.1f}% {100 * (e + f + h) / max(t, 1):>6.1f}%"
     )
     lines.append("")
-    lines.append(
-        "entry: mapped to a kb entry (hi/med: of those, at high or medium confidence); family: a named family kb has no entry for yet; "
-        "hints: advice, fallbacks and Python's own wordings, which never claim"
+    lines.extend(
+        _legend(
+            "entry: mapped to a kb entry (hi/med: of those, at high or medium confidence); "
+            "family: a named family kb has no entry for yet; hints: advice, fallbacks and "
+            "Python's own wordings, which never claim"
+        )
     )
     lines.extend(_render_met(cov))
     if detail:
