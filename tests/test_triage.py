@@ -427,3 +427,25 @@ def test_a_folder_of_linked_job_folders_says_why_it_holds_no_job(tmp_path, capsy
     )
     assert code == 0 and "2 jobs: 2 answered" in out
     assert "not followed" not in capsys.readouterr().err
+
+
+def test_the_root_line_time_comes_from_the_scan_not_a_second_read(tmp_path, monkeypatch):
+    """The scan keeps what it peeled off the root's line (RootFailure.prefix): a job's time is
+    read from it, the log is never opened again for it."""
+    import kb.fleet.triage as triage_mod
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2026-11-28 10:00:00,001 INFO step 1\n"
+        "2026-11-28 10:00:09,120 ERROR RuntimeError: CUDA error: an illegal memory access was "
+        "encountered\n"
+        "2026-11-28 10:00:10,002 INFO shutting down\n"
+    )
+
+    def no_second_read(*a):
+        raise AssertionError("the log was read again")
+
+    monkeypatch.setattr(triage_mod, "_line_at", no_second_read)
+    row = triage(str(log))
+    assert row["id"] == "cuda-illegal-memory-access"
+    assert row["first_failure"] == "2026-11-28 10:00:09.120000"

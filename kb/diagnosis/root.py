@@ -294,6 +294,7 @@ class _Event:
         "mention",
         "message",
         "number",
+        "prefix",
         "rank",
         "report",
         "role",
@@ -323,6 +324,7 @@ class _Event:
         self.exit_code: int | None = None
         self.consequence = ""
         self.rank: int | None = None
+        self.prefix = ""  # what the scan peeled off its line (launcher prefix, time)
         self.source = 0
         self.held: Line | None = None  # the scan's line, when it holds a summary block
         self.span = 0  # lines after its own that its message went on over
@@ -417,6 +419,7 @@ class _Reader:
         self.rank = rank
         self.events: list[_Event] = []
         self.skip_until = -1  # line numbers up to this were read as part of a summary block
+        self._lines: dict[int, Line] | None = None  # number -> scan line, built when first asked
 
     def read(self) -> list[_Event]:
         items = self.items
@@ -456,6 +459,12 @@ class _Reader:
             i += 1
         return self.events
 
+    def _line_of(self, number: int) -> Line | None:
+        """The scan's line with this number (None for a traceback's context lines)."""
+        if self._lines is None:
+            self._lines = {n: ln for n, _, _, ln in self.items if ln is not None}
+        return self._lines.get(number)
+
     def _logged(self, i: int) -> _Event | None:
         """A line its program logged at error level (the level is in the prefix the scan
         peeled: pip's "ERROR: ...", a logger's "[ERROR]"): a failure, the weakest kind."""
@@ -466,6 +475,9 @@ class _Reader:
 
     def _add(self, ev: _Event, link: str) -> None:
         ev.source, ev.rank = self.source, self.rank
+        ln = self._line_of(ev.number)
+        if ln is not None:
+            ev.prefix = ln.prefix
         prev = self.events[-1] if self.events else None
         after = prev is not None and prev.wrapper in _AFTER_WRAPPERS and not prev.report
         if not link and after and not ev.wrapper:
@@ -1049,6 +1061,7 @@ def _record(
         signal=root.signal,
         exit_code=root.exit_code,
         rank=root.rank,
+        prefix=root.prefix,
         source=root.source,
         truncated=root.truncated,
         consequence=root.consequence,

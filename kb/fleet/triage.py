@@ -195,12 +195,10 @@ def _fill(row: dict, found, paths: list[str]) -> None:
         # the best match's line only where the log shows no root failure.
         line = lroot.line if lroot is not None else (best.line if best is not None else "")
     raw: str | None = None  # the root line as the file has it, prefixes and all (its time)
-    if view is None and len(found.paths) == 1 and not found.paths[0].startswith("<"):
-        path = found.paths[0]
-        if lroot is not None and lroot.line_number:
-            raw = _line_at(path, lroot.line_number, lroot.line)
-        elif best is not None and best.line_number:
-            raw = _line_at(path, best.line_number, best.line)
+    if view is None and lroot is not None:
+        raw = lroot.prefix + lroot.line  # the scan kept what it peeled: no second read
+    elif view is None and best is not None and best.line_number and _one_file(found.paths):
+        raw = _line_at(found.paths[0], best.line_number, best.line)  # no root failure: rare
     row["root_line"] = line[:ROOT_LINE_MAX] if line else None
     host, gpu = _where(result.matches)
     if host is None and view is not None:
@@ -355,6 +353,10 @@ def _lines(path: str) -> Iterator[bytes]:
             yield from parts
         if rest:
             yield rest
+
+
+def _one_file(paths: list[str]) -> bool:
+    return len(paths) == 1 and not paths[0].startswith("<")
 
 
 def _line_at(path: str, number: int, text: str) -> str | None:

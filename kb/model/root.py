@@ -97,6 +97,9 @@ class RootFailure:
     signal: str = ""  # SIGKILL, SIGSEGV... when a signal ended the process
     exit_code: int | None = None  # the exit status a launcher or shell reported
     rank: int | None = None  # the rank whose line it is, when a launcher prefix said
+    # What the scan peeled off its line (launcher prefixes, the logger's time and level): when it
+    # happened, without reading the input again.
+    prefix: str = ""
     source: int = 0  # which input it is in, when several were read as one job
     truncated: bool = False  # its traceback was cut: frames or the exception line are missing
     consequence: str = ""  # set when every failure in the log is a consequence (e.g. "timeout")
