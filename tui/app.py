@@ -79,6 +79,7 @@ from .log_source import (
 from .lookup import LookupFailed, look_up
 from .machine_status import MachineStatus
 from .open_screen import OpenScreen
+from .paste_box import PasteBox
 from .rank_list import RankList
 from .results_list import NO_MATCH, ResultsList
 from .run_panel import RunPanel
@@ -186,7 +187,7 @@ class KbApp(App[int]):
             yield MachineStatus(id="machine")
         with Horizontal(id="main"):
             with Vertical(id="left"):
-                yield TextArea(
+                yield PasteBox(
                     id="paste",
                     soft_wrap=True,
                     show_line_numbers=False,

@@ -21,7 +21,6 @@ from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
-from textual.events import Resize
 
 from kb import Entry, Evidence, Finding, Fix, LookupResult, Match, RootFailure, evidence_line
 
@@ -181,13 +180,11 @@ class DetailPane(TextView):
         console.print(Group(*self._build(self._styles())))
         return console.export_text()
 
-    def on_resize(self, event: Resize) -> None:
+    def rewrap(self) -> None:
         # the content depends on the width (code shows line numbers when it would wrap)
-        width = self.scrollable_content_region.width
-        if width and width != self._width:
-            self._width = width
-            if self._build is not None:
-                self.set_content(self._build(self._styles()), scroll_home=False)
+        if self._build is not None:
+            self._items = list(self._build(self._styles()))
+        super().rewrap()
 
     def _intro(self, st: Styles) -> list[RenderableType]:
         return [

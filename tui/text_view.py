@@ -5,10 +5,16 @@ rendered once at the view's width into lines, so that find can say which line ho
 mark every occurrence and scroll to the current one. Lines are re-rendered only when the width
 changes; appending (the run log) renders only the new renderable. A match that a wrap splits
 across two lines is not found: find works on what is on the screen.
+
+A resize keeps the view's place: the line brought into view (go to line, a find hit) stays in
+view at the row it was on, or else the top line stays the top; a view that followed its end
+(the run log while it streams) still does. Its line numbers change with the width (every
+renderable wraps again), so the place is kept as a renderable and how far into it.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +33,17 @@ class Hit:
     line: int  # index into the rendered lines
     start: int  # cells
     end: int
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a view is, in its renderables rather than its lines (which a new width changes)."""
+
+    item: int  # the renderable the anchored line belongs to
+    within: float  # how far into it that line is, 0 to 1
+    row: int  # the line's row in the view
+    chosen: bool  # the line is the one brought into view (not just the top)
+    at_end: bool  # the view showed its last line and follows its end (auto_scroll)
 
 
 def find_hits(lines: Sequence[str], query: str) -> list[Hit]:
@@ -74,6 +91,9 @@ class TextView(ScrollView, can_focus=True):
         self._hits: list[Hit] = []
         self._by_line: dict[int, list[Hit]] = {}
         self._current = -1
+        self._height = 0  # the view's height at the last resize
+        # the line brought into view (go to line, a find hit), as (item, within): see Place
+        self._chosen: tuple[int, float] | None = None
 
     # ------------------------------------------------------------------ content
     @property
@@ -87,6 +107,7 @@ class TextView(ScrollView, can_focus=True):
 
     def set_content(self, items: Sequence[RenderableType], scroll_home: bool = True) -> None:
         self._items = list(items)
+        self._chosen = None
         self._render_all()
         if scroll_home:
             self.scroll_to(0, 0, animate=False, immediate=True)
@@ -100,7 +121,11 @@ class TextView(ScrollView, can_focus=True):
         """Add one renderable at the end (the run log); scrolls to it when auto_scroll is on."""
         self._items.append(item)
         if self.max_lines is not None and len(self._items) > self.max_lines:
-            del self._items[: len(self._items) - self.max_lines]
+            dropped = len(self._items) - self.max_lines
+            del self._items[:dropped]
+            if self._chosen is not None:  # it names a renderable by its index
+                index, within = self._chosen
+                self._chosen = (index - dropped, within) if index >= dropped else None
             self._render_all()
         elif self._width:
             self._starts.append(len(self._lines))
@@ -115,9 +140,27 @@ class TextView(ScrollView, can_focus=True):
         return self._starts[index] if 0 <= index < len(self._starts) else None
 
     def scroll_to_line(self, line: int, top: bool = False) -> None:
-        """Bring a line into view: to the top, or a third of the way down (a find hit)."""
+        """Bring a line into view: to the top, or a third of the way down (a find hit). It
+        stays in view when the view is resized."""
         y = line if top else line - max(0, self.scrollable_content_region.height // 3)
         self.scroll_to(y=max(0, y), animate=False, immediate=True)
+        self._choose(line)
+
+    def _choose(self, line: int) -> None:
+        self._chosen = self._item_at(line)
+
+    def _item_at(self, line: int) -> tuple[int, float] | None:
+        """(the renderable holding a rendered line, how far into it the line is)."""
+        if not self._starts or not 0 <= line < len(self._lines):
+            return None
+        item = bisect_right(self._starts, line) - 1
+        end = self._starts[item + 1] if item + 1 < len(self._starts) else len(self._lines)
+        return item, (line - self._starts[item]) / max(1, end - self._starts[item])
+
+    def _line_of(self, item: int, within: float) -> int:
+        start = self._starts[item]
+        end = self._starts[item + 1] if item + 1 < len(self._starts) else len(self._lines)
+        return start + min(int(within * (end - start) + 0.5), max(0, end - start - 1))
 
     # ------------------------------------------------------------------ find
     @property
@@ -180,6 +223,8 @@ class TextView(ScrollView, can_focus=True):
             height = self.scrollable_content_region.height
             if not (self.scroll_y <= line < self.scroll_y + height):
                 self.scroll_to_line(line)
+            else:
+                self._choose(line)
         self.refresh()
 
     # ------------------------------------------------------------------ rendering
@@ -212,12 +257,51 @@ class TextView(ScrollView, can_focus=True):
         self.virtual_size = Size(self._width, len(self._lines))
 
     def on_resize(self, event: Resize) -> None:
+        place = self._place()
+        self._height = self.scrollable_content_region.height
         width = self.scrollable_content_region.width
         if width and width != self._width:
             self._width = width
-            self._render_all()
-            if self.auto_scroll:
-                self.scroll_end(animate=False, immediate=False, x_axis=False)
+            self.rewrap()
+        if place is not None:
+            self._restore(place)
+        elif self.auto_scroll:  # the first layout: a log opens at its end
+            self.scroll_end(animate=False, immediate=False, x_axis=False)
+
+    def rewrap(self) -> None:
+        """Lay the renderables out again at the view's width (a subclass whose renderables
+        depend on the width makes them again first)."""
+        self._render_all()
+
+    def _place(self) -> Place | None:
+        """Where the view is now, laid out as it was before this resize (None before the first
+        layout): the line brought into view if it is still in view, else the top line."""
+        if not self._lines or not self._height:
+            return None
+        top = int(self.scroll_y)
+        at_end = self.auto_scroll and top + self._height >= len(self._lines)
+        line, chosen = top, False
+        if self._chosen is not None and self._chosen[0] < len(self._starts):
+            at = self._line_of(*self._chosen)
+            if top <= at < top + self._height:
+                line, chosen = at, True
+        found = self._item_at(min(line, len(self._lines) - 1))
+        if found is None:
+            return None
+        return Place(found[0], found[1], line - top, chosen, at_end and not chosen)
+
+    def _restore(self, place: Place) -> None:
+        if place.at_end:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            return
+        if place.item >= len(self._starts):
+            return
+        line = self._line_of(place.item, place.within)
+        # the same row when the view still has it; a shorter view puts the line at its last row
+        row = min(place.row, max(0, self.scrollable_content_region.height - 1))
+        self.scroll_to(y=max(0, line - row), animate=False, immediate=True)
+        if place.chosen:
+            self._chosen = (place.item, place.within)
 
     def _hit_styles(self) -> tuple[Style, Style]:
         """Hits in reverse warning colour; the current one bold on the accent colour (theme
