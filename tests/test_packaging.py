@@ -1,6 +1,7 @@
 """The wheel ships the entries, their evidence, the schema, the code table and the TUI (as
 kb.tui: an installed kb adds no top-level package but kb)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -148,3 +149,117 @@ def test_an_editable_install_can_be_built(tmp_path):
     assert pth, "the editable wheel puts the checkout on sys.path"
     text = zipfile.ZipFile(wheel).read(pth[0]).decode()
     assert str(REPO) in text
+    # No shipped cache: the checkout's entries change, and kb checks its own caches against them.
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if "_data/cache" in n]
+
+
+# ---------------------------------------------------------------- caches built with the wheel
+SHIPPED = (
+    "kb/_data/cache/entries.pickle",
+    "kb/_data/cache/entries.memo",
+    "kb/_data/cache/catalog.index.pickle",
+    "kb/_data/cache/catalog.coverage.pickle",
+)
+CLAIMED = "CUDA error: an illegal memory access was encountered"
+# No entry's signature knows it: the message catalog answers (dtype-mismatch).
+CATALOG = (
+    "RuntimeError: index_add_(): self (Float) and source (BFloat16) must have the same scalar type"
+)
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """The wheel unpacked (a pure wheel's installed layout), its files as pip leaves them."""
+    site = tmp_path_factory.mktemp("installed")
+    zipfile.ZipFile(wheel).extractall(site)
+    return site
+
+
+def _kb(site, home, *argv, env=None):
+    e = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", "PYTHONPATH")}
+    e.update(PYTHONPATH=str(site), KB_HOME=str(home), **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "kb", *argv], capture_output=True, text=True, cwd=site, env=e
+    )
+
+
+def test_the_wheel_ships_the_caches_of_the_bundled_knowledge(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert set(SHIPPED) <= names
+
+
+def test_a_first_lookup_after_install_builds_nothing_and_answers_as_the_checkout(
+    installed, tmp_path
+):
+    home = tmp_path / "home"
+    for msg in (CLAIMED, CATALOG):
+        got = _kb(installed, home, "lookup", "--json", msg)
+        want = subprocess.run(
+            [sys.executable, "-m", "kb", "lookup", "--json", msg],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "KB_HOME": str(tmp_path / "checkout-home")},
+        )
+        assert got.returncode == want.returncode == 0, got.stderr
+        assert got.stdout == want.stdout  # the same answer, knowledge identity included
+        assert got.stderr == ""
+    assert not home.exists()  # neither the entry cache nor the catalog's index was built
+    shown = json.loads(_kb(installed, home, "show", "cuda-oom", "--json").stdout)
+    area = next(REPO.glob("entries/*/cuda-oom.yaml")).parent.name
+    assert shown["path"] == str(installed / "kb" / "_data" / "entries" / area / "cuda-oom.yaml")
+
+
+def test_local_entries_build_only_their_own_part(installed, tmp_path):
+    """With a folder of the user's own: the bundled entries come parsed from the shipped memo
+    (only the user's file is read as YAML), and the whole is cached per user as before."""
+    mine = tmp_path / "mine" / "local"
+    mine.mkdir(parents=True)
+    (mine / "good-entry.yaml").write_text((REPO / "tests/fixtures/good_entry.yaml").read_text())
+    probe = (
+        "import sys, kb.knowledge.load as L\n"
+        "seen = []\n"
+        "real = L.load_file\n"
+        "L.load_file = lambda f, *a, **k: (seen.append(str(f)), real(f, *a, **k))[1]\n"
+        "from kb.cli.main import main\n"
+        "rc = main(['lookup', '--json', 'RuntimeError: Widget error: the widget exploded'])\n"
+        "print('PARSED', seen, file=sys.stderr)\n"
+        "sys.exit(rc)\n"
+    )
+    e = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", "PYTHONPATH")}
+    e.update(PYTHONPATH=str(installed), KB_HOME=str(tmp_path / "home"), KB_PATH=str(mine.parent))
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=e
+        )
+        for _ in range(2)
+    ]
+    for out in runs:
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["matches"][0]["id"] == "good-entry"
+    parsed = [ln for ln in runs[0].stderr.splitlines() if ln.startswith("PARSED")]
+    assert parsed == [f"PARSED {[str(mine / 'good-entry.yaml')]}"]
+    assert "PARSED []" in runs[1].stderr  # the second one reads the per-user cache
+    assert list((tmp_path / "home").glob("entries-*.pickle"))
+    # ...and the bundled ones still answer, from the installed package's files
+    bundled = _kb(
+        installed, tmp_path / "home", "lookup", "--json", CLAIMED, env={"KB_PATH": str(mine.parent)}
+    )
+    assert json.loads(bundled.stdout)["matches"][0]["id"] == "cuda-illegal-memory-access"
+
+
+def test_a_shipped_cache_others_can_write_is_refused_and_said(installed, tmp_path):
+    """Trusted like the package's code only when nobody else can write it: else the per-user
+    cache is built (and answers the same)."""
+    target = installed / "kb" / "_data" / "cache" / "entries.pickle"
+    mode = target.stat().st_mode
+    target.chmod(mode | 0o022)
+    try:
+        out = _kb(installed, tmp_path / "home", "lookup", CLAIMED)
+    finally:
+        target.chmod(mode)
+    assert out.returncode == 0
+    assert out.stdout.startswith("cuda-illegal-memory-access")
+    assert "refused the cache shipped with kb" in out.stderr
+    assert "writable by group and others" in out.stderr
+    assert list((tmp_path / "home").glob("entries-*.pickle"))

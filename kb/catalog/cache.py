@@ -432,12 +432,51 @@ def _clean(state: str, keep: str) -> None:
 _MEMO: dict[str, tuple[CompactIndex, object]] = {}
 
 
+def shipped_tag(codes: Codes) -> str:
+    """What a catalog file shipped in the wheel (kb.knowledge.shipped) was built for: this
+    format and the CUDA codes the bundled entries own (the data files and families.yaml are in
+    the installed package, which an install replaces together with it). A CRC of the codes:
+    the header is one line."""
+    from zlib import crc32
+
+    text = "\n".join(f"{api} {value} {entry}" for (api, value), entry in sorted(codes.items()))
+    return f"catalog {FORMAT} {crc32(text.encode()):08x}-{len(codes)}"
+
+
+_SHIPPED_NAMES = {"index": "catalog.index.pickle", "coverage": "catalog.coverage.pickle"}
+
+
+def _shipped(codes: Codes, part: str) -> object | None:
+    """The part shipped in the wheel, when it was built for these codes (the bundled entries'
+    own: a user's entry that claims a code makes a catalog of its own, in the state folder)."""
+    from kb.knowledge import shipped
+
+    return shipped.read(_SHIPPED_NAMES[part], shipped_tag(codes))
+
+
+def write_shipped(folder: str, codes: Codes) -> list[str]:
+    """Build both parts for these codes and write them as the wheel ships them (hatch_build.py);
+    the names written."""
+    from kb.knowledge import shipped
+
+    ix, cov = build(codes)
+    tag = shipped_tag(codes)
+    roots = {"package": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    for part, value in (("index", ix), ("coverage", cov)):
+        shipped.write(os.path.join(folder, _SHIPPED_NAMES[part]), tag, value, roots)
+    return list(_SHIPPED_NAMES.values())
+
+
 def _built(
     state: str,
     codes: Codes,
     part: str,
     builder: Callable[[], tuple[CompactIndex, object]] | None = None,
 ) -> object:
+    if builder is None:
+        got = _shipped(codes, part)
+        if got is not None:
+            return got
     key = cache_key(codes)
     name = _name(key)
     got = _read(os.path.join(state, f"catalog-{name}.{part}.pickle"), key)

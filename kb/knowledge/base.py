@@ -13,7 +13,7 @@ import os
 from contextlib import suppress
 
 from kb import paths
-from kb.knowledge import pickle_file
+from kb.knowledge import pickle_file, shipped
 from kb.knowledge.pickle_file import gc_paused
 from kb.model.entry import Entry, Evidence, Problem
 from kb.model.record import field, record
@@ -23,6 +23,7 @@ from kb.version import __version__
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     from kb.knowledge.data import KnowledgeData
     from kb.knowledge.signatures import Tables
@@ -41,11 +42,12 @@ _DEPENDS = (
     os.path.join(_DATA_DIR, "cuda_codes.json"),  # its table is pickled with the data
 )
 
-_CACHE_FORMAT = 18  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
+_CACHE_FORMAT = 19  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
 # 9: kb.record records, signatures' key words; 10: where they are filed, entries' details
 # pickled apart; 11: announces; 12: the trigger set; 13: the skim's own literals; 14: raised_in;
 # 15: the parse memo in a file of its own, records without their outputs, the CUDA code table;
-# 16: identity; 17: the failure events (KnowledgeData.events); 18: logged_error
+# 16: identity; 17: the failure events (KnowledgeData.events); 18: logged_error; 19: evidence
+# pickled per entry, records as pickle_file.dumps writes them
 
 
 @record
@@ -104,13 +106,59 @@ class KnowledgeBase:
     def get(self, entry_id: str) -> Entry | None:
         return self.by_id.get(entry_id) or self.by_alias.get(entry_id)
 
+    # Pickled (kb's caches) with each entry's evidence records as a nested pickle of their own,
+    # unpickled when that entry's records are first read: a lookup shows the records of the
+    # entries it names, not all 300 of them. `evidence` as a whole loads them all on first read.
+    def __reduce__(self) -> tuple[Any, ...]:
+        from kb.knowledge.pickle_file import dumps
+
+        d = dict(self.__dict__)
+        blobs = d.pop("_evidence", None)
+        if "evidence" in d:
+            blobs = {k: dumps(v) for k, v in d.pop("evidence").items()}
+        return (_kb_from_cache, (d, blobs or {}))
+
+    def __getattr__(self, name: str) -> Any:  # only for a name not (yet) in __dict__
+        d = self.__dict__
+        blobs = d.get("_evidence")
+        if name != "evidence" or blobs is None:
+            raise AttributeError(f"'KnowledgeBase' object has no attribute {name!r}")
+        import pickle
+
+        # In the order they were written; records already read are kept as they are.
+        seen = d.get("_evidence_read", {})
+        d["evidence"] = {k: seen[k] if k in seen else pickle.loads(v) for k, v in blobs.items()}
+        d.pop("_evidence", None)
+        d.pop("_evidence_read", None)
+        return d["evidence"]
+
     def closest_ids(self, entry_id: str, n: int = 3) -> list[str]:
         import difflib
 
         return difflib.get_close_matches(entry_id, list(self.by_id), n=n, cutoff=0.4)
 
     def evidence_for(self, entry_id: str) -> list[Evidence]:
-        return self.evidence.get(entry_id, [])
+        d = self.__dict__
+        blobs = d.get("_evidence")
+        if blobs is None or "evidence" in d:
+            return self.evidence.get(entry_id, [])
+        read = d.setdefault("_evidence_read", {})
+        got = read.get(entry_id)
+        if got is None:
+            blob = blobs.get(entry_id)
+            if blob is None:
+                return []
+            import pickle
+
+            got = read[entry_id] = pickle.loads(blob)
+        return got
+
+
+def _kb_from_cache(state: dict[str, Any], evidence: dict[str, bytes]) -> KnowledgeBase:
+    kb = object.__new__(KnowledgeBase)
+    kb.__dict__.update(state)
+    kb.__dict__["_evidence"] = evidence
+    return kb
 
 
 @record
@@ -157,7 +205,9 @@ def _snapshot(groups: list[tuple[str, list[Path]]]) -> _Snapshot:
             ident.update(f"\0{group}\0{f.parent.name}/{f.name}\0".encode())
             ident.update(content)
             if group == "e":
-                ev.update(f"\0{f}\0".encode())
+                # By its name within the evidence folder, as the identity: the same records in
+                # another folder (a wheel's, installed) are the same evidence.
+                ev.update(f"\0{f.parent.name}/{f.name}\0".encode())
                 ev.update(content)
             elif raw is not None:
                 hashes[f] = hashlib.blake2b(raw, digest_size=16).hexdigest()
@@ -175,19 +225,29 @@ def _key_name(groups: list[tuple[str, list[str]]]) -> str:
     return f"entries-{crc32(names.encode('utf-8', 'surrogateescape')):08x}.key"
 
 
-def _stat_key(groups: list[tuple[str, list[str]]]) -> tuple[str, str] | None:
+def _stat_key(
+    groups: list[tuple[str, list[str]]], shipped_line: str = ""
+) -> tuple[str, str] | None:
     """(key file name, what stat says of every file), or None when stat cannot stand for the
     files' content: a file that cannot be stat'ed, or one changed in the last SETTLED_S seconds,
     which a write in the same clock tick could change again without any field changing. Every
     write sets a file's ctime to the current time, which users cannot set back, so a settled
     file whose size, times and inode are unchanged has the same bytes (git's index relies on
     the same). The name is a CRC of the file list (one key file per configuration); the key
-    file holds the whole description, which must match to the byte, so no hash is needed."""
+    file holds the whole description, which must match to the byte, so no hash is needed.
+
+    shipped_line: what one stat says of the cache shipped in the wheel (kb.knowledge.shipped),
+    which stands for the bundled entries, their evidence and kb/data's files: an installed
+    package's files change only when it is installed again, which replaces that file too.
+    `groups` then holds the user's own files only."""
     import time
 
     lines = [f"{__version__}/{_CACHE_FORMAT}"]
     now = time.time_ns()
-    for tag, files in [("s", list(_DEPENDS)), *groups]:
+    stated = [*groups] if shipped_line else [("s", list(_DEPENDS)), *groups]
+    if shipped_line:
+        lines.append(shipped_line)
+    for tag, files in stated:
         for f in files:
             try:
                 st = os.stat(f)
@@ -221,14 +281,76 @@ def _unpickle(cache: str | Path, digest: str) -> KnowledgeBase | None:
 
 
 def _state_warnings() -> list[str]:
-    """What the state folder's checks refused (another user's folder or file), said once."""
-    return [*paths.state_warnings(), *pickle_file.REFUSED]
+    """What the state folder's checks refused (another user's folder or file, a shipped cache
+    that is not trusted), said once."""
+    return [*paths.state_warnings(), *pickle_file.REFUSED, *shipped.REFUSED]
+
+
+def _shipped_tag() -> str:
+    return f"entries {_CACHE_FORMAT}"
+
+
+def shipped_knowledge() -> KnowledgeBase | None:
+    """The bundled entries' cache shipped in the wheel (kb.knowledge.shipped), or None: a source
+    checkout, or a shipped file that is refused or was written by another kb."""
+    kb = shipped.read(shipped.ENTRIES, _shipped_tag(), relocate=_relocate)
+    if not isinstance(kb, KnowledgeBase):
+        return None
+    kb.warnings = _state_warnings()
+    return kb
+
+
+def _shipped_start() -> tuple[ParseMemo, Triggers | None, KnowledgeData | None] | None:
+    """What a build with the user's own entries starts from when the state folder holds no
+    earlier build: the shipped parse memo (the bundled entries parsed already), data and
+    trigger set."""
+    memo = shipped.read(shipped.MEMO, _shipped_tag(), relocate=_relocate)
+    kb = shipped_knowledge()
+    if not isinstance(memo, ParseMemo) or kb is None:
+        return None
+    return memo, kb.triggers, kb.data
+
+
+def _relocate(value: object, moves: list[tuple[str, str]]) -> None:
+    """Move the build's paths in what a shipped file holds to the installed package's: each
+    entry's and problem's file, kb/data's files, a parse memo's keys. Written through __dict__
+    (frozen records refuse assignment; nothing else holds them yet)."""
+    move = shipped.moved
+    if isinstance(value, KnowledgeBase):
+        for e in value.entries:
+            e.__dict__["path"] = move(e.path, moves)
+        problems = list(value.problems)
+        data = value.data
+        if data is not None:
+            for part in (data.wrappers, data.jobs, data.collectives, data.events):
+                if part is not None and part.path:
+                    part.__dict__["path"] = move(part.path, moves)
+            problems += data.problems
+        for p in {id(p): p for p in problems}.values():  # each once: one may be in both lists
+            p.__dict__["path"] = move(p.path, moves)
+    elif isinstance(value, ParseMemo):
+        files = {}
+        for (path, local), (h, entry, probs) in value.files.items():
+            if entry is not None:
+                entry.__dict__["path"] = move(entry.path, moves)
+            for p in probs:
+                p.__dict__["path"] = move(p.path, moves)
+            files[(move(path, moves), local)] = (h, entry, probs)
+        value.files = files
+        for p in value.evidence_problems:
+            p.__dict__["path"] = move(p.path, moves)
 
 
 def load(
     kb_dirs: list[str] | None = None, bundled: list[Path] | None = None, use_cache: bool = True
 ) -> KnowledgeBase:
     """Load the bundled entries plus the user's folders (--kb-dir, KB_PATH).
+
+    An installed kb reads its bundled entries from the cache shipped in the wheel
+    (kb.knowledge.shipped): with no entries of the user's, that is the knowledge base, checked by
+    one stat; with some, the per-user cache of the whole is keyed by that stat and the user's
+    files, and built from the shipped parse memo (only the user's files are parsed). A source
+    checkout has no shipped cache: every file is stat'ed, as its entries can change.
 
     Until the cache is found, names are plain strings (paths' *_folder and *_names forms): a
     lookup that finds it never imports pathlib."""
@@ -237,6 +359,14 @@ def load(
     )
     local_names = paths.user_entry_folders(kb_dirs)
     ev_name = paths.evidence_folder()
+    ship_line = ""
+    if use_cache and bundled is None:
+        if not (local_names and entry_file_names(local_names)):
+            kb = shipped_knowledge()  # one open and fstat; None in a source checkout
+            if kb is not None:
+                return kb
+        else:
+            ship_line = shipped.stat_line()
     import time
 
     previous: ParseMemo | None = None
@@ -248,19 +378,27 @@ def load(
     pause = 0.02
     try:
         while True:
+            state = paths.state_folder()
+            local_files = entry_file_names(local_names)
+            stat_key = None
+            if ship_line:
+                # Named by the shipped file and the user's: the bundled folders are not walked.
+                key_groups = [("s", [shipped.path(shipped.ENTRIES)]), ("l", local_files)]
+                stat_key = _stat_key(key_groups, ship_line)
+                cached = _by_pointer(state, stat_key)
+                if cached is not None:
+                    return cached
             names = [
                 ("b", entry_file_names(bundled_names)),
-                ("l", entry_file_names(local_names)),
+                ("l", local_files),
                 ("e", evidence_file_names(ev_name)),
             ]
-            state = paths.state_folder()
-            stat_key = _stat_key(names) if use_cache else None
-            if stat_key:
-                seen = _read_pointer(os.path.join(state, stat_key[0]), stat_key[1])
-                if seen:
-                    cached = _unpickle(os.path.join(state, f"entries-{seen}.pickle"), seen)
-                    if cached is not None:
-                        return cached
+            if not ship_line:
+                key_groups = names
+                stat_key = _stat_key(names) if use_cache else None
+                cached = _by_pointer(state, stat_key)
+                if cached is not None:
+                    return cached
             from pathlib import Path
 
             groups = [(tag, [Path(f) for f in files]) for tag, files in names]
@@ -272,7 +410,7 @@ def load(
                 if cached is None and lock is None:
                     # Another process may be making this very cache: wait for it (a while)
                     # rather than all making it at once.
-                    lock = _BuildLock(os.path.join(state, _key_name(names)[:-4] + ".lock"))
+                    lock = _BuildLock(os.path.join(state, _key_name(key_groups)[:-4] + ".lock"))
                     if lock.wait_for_others:
                         cached = _unpickle(cache, digest)
                 if cached is not None:
@@ -280,7 +418,11 @@ def load(
                         _write_pointer(cache.with_name(stat_key[0]), f"{digest}\n{stat_key[1]}")
                     return cached
                 if not looked_back:
-                    found = _previous_memo(state, names, snap.tag)
+                    found = _previous_memo(state, key_groups, snap.tag)
+                    if found is None and ship_line:
+                        found = _shipped_start()  # the bundled entries parsed at build time
+                        if found is not None and found[0].tag != snap.tag:
+                            found = None
                     if found is not None:
                         previous, old_triggers, old_data = found
                     looked_back = True
@@ -299,30 +441,12 @@ def load(
         if unsettled:
             return kb
         if use_cache:
-            from kb.knowledge.data import load_data
-            from kb.knowledge.signatures import file_signatures
-            from kb.knowledge.triggers import build as build_triggers
-
-            with gc_paused():
-                kb.signature_tables = file_signatures(kb.entries)
-                # The same tag: kb/data's files are those the previous cache read.
-                kb.data = old_data if old_data is not None else load_data()
-                triggers = build_triggers(kb.entries, kb.data.literals())
-                old = old_triggers
-                if (
-                    old is not None
-                    and old.hs
-                    and (old.literals, old.errorish) == (triggers.literals, triggers.errorish)
-                ):
-                    triggers = old  # the same set: its databases are compiled already
-                else:
-                    triggers.prepare()
-                kb.triggers = triggers
+            _complete(kb, old_data, old_triggers)
             problem = _write_cache(cache, kb)
             if not problem:
                 if stat_key:
                     _write_pointer(cache.with_name(stat_key[0]), f"{digest}\n{stat_key[1]}")
-                _note_last(cache, _key_name(names)[:-4] + ".last", settled=bool(stat_key))
+                _note_last(cache, _key_name(key_groups)[:-4] + ".last", settled=bool(stat_key))
             kb.warnings = _state_warnings()
             if problem:
                 kb.warnings.append(
@@ -333,6 +457,60 @@ def load(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _by_pointer(state: str, stat_key: tuple[str, str] | None) -> KnowledgeBase | None:
+    """The cache the key file names for exactly what stat says of the files now, else None."""
+    if not stat_key:
+        return None
+    seen = _read_pointer(os.path.join(state, stat_key[0]), stat_key[1])
+    if not seen:
+        return None
+    return _unpickle(os.path.join(state, f"entries-{seen}.pickle"), seen)
+
+
+def _complete(
+    kb: KnowledgeBase, old_data: KnowledgeData | None = None, old_triggers: Triggers | None = None
+) -> None:
+    """What a cache holds besides the entries: the signature tables, kb/data's files and the
+    trigger set with its Hyperscan databases compiled (the previous build's, when its literals
+    are the same)."""
+    from kb.knowledge.data import load_data
+    from kb.knowledge.signatures import file_signatures
+    from kb.knowledge.triggers import build as build_triggers
+
+    with gc_paused():
+        kb.signature_tables = file_signatures(kb.entries)
+        # The same tag: kb/data's files are those the previous cache read.
+        kb.data = old_data if old_data is not None else load_data()
+        triggers = build_triggers(kb.entries, kb.data.literals())
+        old = old_triggers
+        if (
+            old is not None
+            and old.hs
+            and (old.literals, old.errorish) == (triggers.literals, triggers.errorish)
+        ):
+            triggers = old  # the same set: its databases are compiled already
+        else:
+            triggers.prepare()
+        kb.triggers = triggers
+
+
+def build_bundled(entries: str, evidence: str) -> tuple[KnowledgeBase, ParseMemo]:
+    """The knowledge base of these entry and evidence folders alone (no user's folders, no
+    state folder read or written), complete as a cache holds it, with its parse memo: what
+    the wheel ships (hatch_build.py, kb.knowledge.shipped)."""
+    from pathlib import Path
+
+    names = [("b", entry_file_names([entries])), ("l", []), ("e", evidence_file_names(evidence))]
+    snap = _snapshot([(tag, [Path(f) for f in files]) for tag, files in names])
+    kb, _unsettled, _stale = _parse(snap, [entries], [], evidence, None)
+    _complete(kb)
+    memo = kb.memo
+    assert memo is not None
+    kb.memo = None
+    kb.warnings = []
+    return kb, memo
 
 
 def _parse(

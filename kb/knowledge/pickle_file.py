@@ -60,11 +60,19 @@ REFUSED: list[str] = []
 
 
 def _mac(data: bytes | bytearray | memoryview, key: bytes, name: str) -> bytes:
-    """HMAC-SHA256 of the file's name and bytes (OpenSSL's, which lookups load anyway: twice
-    as fast as BLAKE2b here on a 13 MB catalog index)."""
-    import hmac
+    """HMAC-SHA256 of the file's name and bytes (OpenSSL's: twice as fast as BLAKE2b here on
+    a 13 MB catalog index). Straight from _hashlib, as the hmac module itself does: importing
+    hmac and hashlib around it cost a cold lookup about a millisecond more."""
+    head = name.encode("utf-8", "surrogateescape") + b"\0"
+    try:
+        from _hashlib import hmac_new
+    except ImportError:  # a Python built without OpenSSL
+        import hmac
 
-    h = hmac.new(key, name.encode("utf-8", "surrogateescape") + b"\0", "sha256")
+        slow = hmac.new(key, head, "sha256")
+        slow.update(data)
+        return slow.digest()
+    h = hmac_new(key, head, digestmod="sha256")
     h.update(data)
     return h.digest()
 
@@ -180,9 +188,9 @@ def read(path: str | os.PathLike[str], mark_used: bool = False) -> object | None
 
 
 def _same(a: bytes, b: bytes) -> bool:
-    import hmac
+    from _operator import _compare_digest  # hmac.compare_digest itself, without hmac
 
-    return hmac.compare_digest(a, b)
+    return _compare_digest(a, b)
 
 
 def write(path: str | os.PathLike[str], value: object) -> str | None:
@@ -200,7 +208,7 @@ def write(path: str | os.PathLike[str], value: object) -> str | None:
         key = _key(folder, create=True)
         if key is None:
             return f"its key file {os.path.join(folder, KEY_NAME)} is not this user's alone"
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        data = dumps(value)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -215,6 +223,51 @@ def write(path: str | os.PathLike[str], value: object) -> str | None:
                 pass
         return getattr(e, "strerror", None) or str(e) or type(e).__name__
     return None
+
+
+def _record(cls: type, state: dict) -> object:
+    """A record (kb.model.record) as dumps() pickles it: made without __init__, as pickle
+    makes any object, in one call instead of pickle's generic two steps."""
+    obj: object = object.__new__(cls)
+    obj.__dict__.update(state)
+    return obj
+
+
+def _plain_record(cls: type) -> bool:
+    """A record class that pickles as its __dict__ alone (kb.model.Entry pickles itself)."""
+    return (
+        hasattr(cls, "__record_fields__")
+        and cls.__reduce_ex__ is object.__reduce_ex__
+        and cls.__reduce__ is object.__reduce__
+        and getattr(cls, "__getstate__", None) is getattr(object, "__getstate__", None)
+        and not hasattr(cls, "__setstate__")
+        and not hasattr(cls, "__slots__")
+    )
+
+
+_PLAIN: dict[type, bool] = {}
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj):
+        cls = type(obj)
+        plain = _PLAIN.get(cls)
+        if plain is None:
+            plain = _PLAIN[cls] = _plain_record(cls)
+        if plain:
+            return (_record, (cls, obj.__dict__))
+        return NotImplemented
+
+
+def dumps(value: object) -> bytes:
+    """Pickled for kb's caches: records (kb.model.record) as their class and fields' dict,
+    which a cold lookup unpickles in about half the time pickle's generic form takes (the
+    ~1,200 signatures of the bundled entries: 3.6 ms against 6.8 ms here)."""
+    import io
+
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buf.getvalue()
 
 
 def _mark_used(fd: int) -> None:

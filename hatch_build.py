@@ -1,0 +1,87 @@
+"""The wheel's build hook: the caches kb would otherwise build on each user's machine at first use
+are built here, once, and shipped in the wheel under kb/_data/cache (kb.knowledge.shipped reads
+them): the bundled entries' cache with its trigger set and Hyperscan databases, its parse memo,
+and the message catalog's index and coverage figures.
+
+An editable install ships none: its entries are the checkout's, which change, and kb builds and
+checks its per-user caches against them as before.
+
+Run as a script (`python hatch_build.py OUT`), it builds the files into OUT with the checkout's
+kb, in a process of its own: the build backend's process never imports kb.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+WHEEL_FOLDER = "kb/_data/cache"  # kb.knowledge.shipped.FOLDER, installed
+
+
+class ShippedCaches(BuildHookInterface):
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel" or version == "editable":
+            return
+        out = tempfile.mkdtemp(prefix="kb-shipped-")
+        self._out = out
+        env = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", "PYTHONPATH")}
+        env.update(
+            PYTHONPATH=self.root,
+            KB_HOME=os.path.join(out, "state"),  # nothing is kept there; never the user's
+            PYTHONDONTWRITEBYTECODE="1",  # no __pycache__ left in the checkout by a build
+        )
+        done = subprocess.run(
+            [sys.executable, os.path.join(self.root, "hatch_build.py"), out],
+            cwd=self.root,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                "building the caches the wheel ships failed (hatch_build.py):\n"
+                + done.stderr[-4000:]
+            )
+        for name in done.stdout.split():
+            build_data["force_include"][os.path.join(out, name)] = f"{WHEEL_FOLDER}/{name}"
+
+    def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
+        out = getattr(self, "_out", None)
+        if out:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def build(out: str) -> list[str]:
+    """Build the shipped caches into `out` from this checkout's entries, evidence and data; the
+    names written."""
+    from kb import paths
+    from kb.catalog import cache as catalog_cache
+    from kb.knowledge import shipped
+    from kb.knowledge.base import _shipped_tag, build_bundled
+
+    entries, evidence = paths.bundled_entries_folder(), paths.evidence_folder()
+    kb, memo = build_bundled(entries, evidence)  # a broken entry is shipped as kb reads it
+    roots = {"entries": entries, "evidence": evidence, "package": os.path.dirname(kb_file())}
+    shipped.write(os.path.join(out, shipped.ENTRIES), _shipped_tag(), kb, roots)
+    shipped.write(os.path.join(out, shipped.MEMO), _shipped_tag(), memo, roots)
+    names = [shipped.ENTRIES, shipped.MEMO]
+    names += catalog_cache.write_shipped(out, catalog_cache.codes_of(kb.entries))
+    return names
+
+
+def kb_file() -> str:
+    import kb
+
+    return os.path.abspath(kb.__file__)
+
+
+if __name__ == "__main__":
+    print("\n".join(build(sys.argv[1])))
