@@ -30,6 +30,9 @@ IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
         "##[error]" + IMA,
         "2022-12-28 16:13:02 [ERROR]  " + IMA,
         "│ " + IMA + "    │",
+        # a node's container log (/var/log/containers/*.log): time, stream, full or partial
+        "2026-11-28T10:00:01.123456789Z stderr F [rank1]: " + IMA,
+        "2026-11-28T10:00:01.123456789Z stdout P " + IMA,
     ],
 )
 def test_prefixes_are_peeled(raw):

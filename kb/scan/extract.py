@@ -50,6 +50,7 @@ _PREFIX_SRC = r"""(?:
       | \d{4}-\d\d-\d\d[T\s]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*   # ISO timestamps
       | \[\d{4}-\d\d-\d\d[^\]]*\]\s*                                             # [2024-01-01 ...]
       | \d\d:\d\d:\d\d(?:[.,]\d+)?\s*                                            # 12:00:01.123
+      | std(?:out|err)\s[FP]\s                                                   # Kubernetes CRI: "<time> stderr F "
       | \[(?:rank|default|local_rank)?\d+\]\s*:?\s*                              # [rank3]: [default0]:
       | rank\d+\s*:\s*                                                           # rank3:
       | \[\d+,\d+\]<std(?:out|err)>:\s*                                          # mpirun --tag-output
