@@ -35,6 +35,9 @@ def _subcommands(parser) -> set[str]:
         ["lookup", "train.log", "rank1.log"],
         ["lookup", ""],
         ["lookup", "a --json b"],  # one word that holds an option's name is still text
+        ["lookup", "--json", MSG],
+        ["lookup", MSG, "--json"],
+        ["lookup", "--json", "--json", "RuntimeError:", "CUDA", "--json"],
     ],
 )
 def test_a_plain_lookup_reads_as_argparse_reads_it(argv):
@@ -47,7 +50,10 @@ def test_a_plain_lookup_reads_as_argparse_reads_it(argv):
     "argv",
     [
         ["lookup"],
-        ["lookup", "--json", MSG],
+        ["lookup", "--json"],
+        ["lookup", "RuntimeError:", "--json", "CUDA"],  # argparse refuses the second word
+        ["lookup", "--js", MSG],  # argparse's abbreviation
+        ["lookup", "--json", "-"],
         ["lookup", "-"],
         ["lookup", MSG, "--top", "1"],
         ["show", "cuda-oom"],
@@ -59,22 +65,42 @@ def test_anything_else_goes_through_argparse(argv):
     assert plain_lookup(argv) is None
 
 
+def test_version_takes_no_parser():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from kb.cli.main import main; rc = main(['--version']);"
+            " print(sorted(m for m in ('argparse', 'kb.cli.coverage') if m in sys.modules)); sys.exit(rc)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr
+    from kb.version import __version__
+
+    assert out.stdout == f"kb {__version__}\n[]\n"
+
+
 def test_only_the_command_given_is_built():
     assert _subcommands(build_parser(only="lookup")) == {"lookup"}
     assert _subcommands(build_parser()) == set(_COMMANDS) >= {"lookup", "verify", "tui", "show"}
 
 
-def test_a_one_line_lookup_loads_no_module_it_does_not_use(tmp_path):
+@pytest.mark.parametrize("json_option", [[], ["--json"]])
+def test_a_one_line_lookup_loads_no_module_it_does_not_use(tmp_path, json_option):
     """Without KB_HOME (as users run it): the cache folder comes without platformdirs (and the
-    tempfile and random it imports); evidence per GPU kind is for show and list. hashlib is
-    not on the list: every cache file's MAC is checked before it is read (docs/reliability.md),
-    and hmac imports it."""
+    tempfile and random it imports); evidence per GPU kind is for show and list; --json is read
+    without argparse too. _hashlib is not on the list: every cache file's MAC is checked
+    before it is read (docs/reliability.md)."""
     code = (
         "import sys\n"
         "from kb.cli.main import main\n"
-        f"rc = main(['lookup', {MSG!r}])\n"
+        f"rc = main(['lookup', *{json_option!r}, {MSG!r}])\n"
         "unwanted = ('platformdirs', 'tempfile', 'kb.knowledge.evidence_summary', 'yaml', 'rich',\n"
-        "            'dataclasses', 'inspect', 'typing', 'argparse', 'gzip', 'threading')\n"
+        "            'dataclasses', 'inspect', 'typing', 'argparse', 'gzip', 'threading',\n"
+        "            'shutil', 'hmac', 'hashlib')\n"
         "print('LOADED', [m for m in unwanted if m in sys.modules], rc)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "KB_HOME"}

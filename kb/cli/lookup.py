@@ -119,6 +119,13 @@ def run_lookup(args) -> int:
     engine = default_engine(args.kb_dir)
     with step(reading_label):  # on a terminal, word of a first run's cache build
         engine.knowledge  # noqa: B018 - loaded here, where the wait is said, not in the lookup
+    if getattr(args, "start_up_gc", False):
+        # `kb` paused the collector for its start-up (kb.cli.main): what is loaded now stays
+        # for the process's life, out of every later collection's way.
+        import gc
+
+        gc.freeze()
+        gc.enable()
     # Typed or pasted on the terminal (`kb lookup --stdin`, then the text): no line of kb's
     # may write over what the user types.
     typed = (args.stdin or "-" in (args.inputs or []) + (args.file or [])) and not _piped()

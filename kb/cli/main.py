@@ -26,10 +26,49 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
 
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns, worked out as it does, without importing shutil
+    (with the bz2, lzma and fnmatch it loads: a fifth of `kb show --help`)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    try:
+        lines = int(os.environ["LINES"])
+    except (KeyError, ValueError):
+        lines = 0
+    if columns <= 0 or lines <= 0:
+        try:
+            size = os.get_terminal_size(sys.__stdout__.fileno())  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            size = os.terminal_size((80, 24))
+        if columns <= 0:
+            columns = size.columns or 80
+    return columns
+
+
+def _formatter(base: type[argparse.HelpFormatter]) -> type[argparse.HelpFormatter]:
+    """argparse's formatter `base`, given the width argparse would work out itself."""
+
+    class Formatter(base):  # type: ignore[valid-type,misc]
+        def __init__(self, prog: str, *args, **kwargs) -> None:
+            if kwargs.get("width") is None and len(args) < 3:
+                kwargs["width"] = _terminal_columns() - 2
+            super().__init__(prog, *args, **kwargs)
+
+    return Formatter
+
+
 def _parser_class() -> type[argparse.ArgumentParser]:
     import argparse
 
     class _Parser(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs) -> None:
+            kwargs["formatter_class"] = _formatter(
+                kwargs.get("formatter_class") or argparse.HelpFormatter
+            )
+            super().__init__(*args, **kwargs)
+
         def error(self, message: str):  # argparse's own exit code is 2 too; keep its message short
             self.print_usage(sys.stderr)
             print(f"kb: error: {message}", file=sys.stderr)
@@ -573,13 +612,24 @@ _COMMANDS: dict[
 
 
 def plain_lookup(argv: list[str]):
-    """What argparse makes of `kb lookup TEXT...` when no word is an option, made without it.
+    """What argparse makes of `kb lookup TEXT...` and `kb lookup --json TEXT...` (--json
+    before or after the words), made without it.
 
-    The most common command, and the one timed against `python -c pass`: argparse's import,
-    the gettext and locale it loads and the formatter it builds (which imports shutil) cost a
-    fifth of a cold lookup. Any word starting with '-' (an option, '--', '-' for stdin) goes
-    through argparse as before; tests/test_startup.py holds the two results equal."""
-    if len(argv) < 2 or argv[0] != "lookup" or any(w.startswith("-") for w in argv[1:]):
+    The most common commands, and the ones timed against `python -c pass`: argparse's import,
+    the gettext and locale it loads and the formatter it builds cost a fifth of a cold lookup.
+    Any other word starting with '-' (another option, '--', '-' for stdin), or --json among the
+    words (which argparse refuses), goes through argparse as before; tests/test_startup.py
+    holds the two results equal."""
+    if len(argv) < 2 or argv[0] != "lookup":
+        return None
+    words = argv[1:]
+    start, end = 0, len(words)
+    while start < end and words[start] == "--json":
+        start += 1
+    while end > start and words[end - 1] == "--json":
+        end -= 1
+    inputs = words[start:end]
+    if not inputs or any(w.startswith("-") for w in inputs):
         return None
     from types import SimpleNamespace
 
@@ -587,18 +637,24 @@ def plain_lookup(argv: list[str]):
         command="lookup",
         kb_dir=[],
         func=_cmd_lookup,
-        inputs=list(argv[1:]),
+        inputs=inputs,
         stdin=False,
         file=[],
         batch=False,
-        json=False,
+        json=len(inputs) < len(words),
         format=None,
         top=3,
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, one_shot: bool = False) -> int:
+    """The command line's exit code. one_shot: the process ends with this command (`kb`
+    itself, not a program or test calling main): a lookup then runs its start-up without the
+    cyclic garbage collector and freezes what it loaded (kb.cli.lookup)."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--version"]:
+        print(f"kb {__version__}")  # as argparse's version action prints it
+        return EXIT_OK
     if argv and argv[0] == "triage":
         # kb.fleet.cli owns its arguments (and its own --help): the fleet view is its own tool.
         from kb.fleet.cli import main as triage_main
@@ -623,6 +679,14 @@ def main(argv: list[str] | None = None) -> int:
     if env_missing:
         print(f"kb: KB_PATH names {env_missing[0]}: no such folder", file=sys.stderr)
         return EXIT_USAGE
+    if one_shot and args.command == "lookup":
+        # Importing kb's modules and unpickling the knowledge base make tens of thousands of
+        # objects that all stay: collecting meanwhile finds nothing and cost a one-line lookup
+        # ~3 ms. kb.cli.lookup freezes them and turns the collector back on once it is loaded.
+        import gc
+
+        gc.disable()
+        args.start_up_gc = True
     try:
         rc = args.func(args)
         sys.stdout.flush()
@@ -648,7 +712,7 @@ def run() -> NoReturn:
     the interpreter's last collection would otherwise walk the whole loaded knowledge base, a
     fifth of a one-line lookup's time, to find nothing. Only here, never in main(), which
     programs and tests call in their own long-lived processes."""
-    rc = main()
+    rc = main(one_shot=True)
     import gc
 
     gc.freeze()
