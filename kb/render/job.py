@@ -10,10 +10,11 @@ consequences, never as the answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from kb.job.analyze import ranges
 from kb.job.lookup import JobLookup, display_path
-from kb.job.view import JobKind, JobView, Part, RankVerdict, Role
+from kb.job.view import JobKind, JobView, Part, RankVerdict, Role, RootRank
 from kb.knowledge.base import KnowledgeBase
 from kb.render.report import match_dict, result_dict, result_markdown, result_text, root_text
 from kb.render.style import Style
@@ -155,11 +156,11 @@ def _who(v: RankVerdict) -> str:
     return _who_rank(v.rank, v.host)
 
 
-def _whose(vs: list[RankVerdict]) -> str:
+def _whose(vs: Sequence[RootRank]) -> str:
     """Ranks as spans, capped (512 straggling ranks of a 1,024-rank job stay one short line);
     hosts and the launcher by name."""
     ranks = [v.rank for v in vs if v.rank is not None]
-    named = [_who(v) for v in vs if v.rank is None]
+    named = [_who_rank(v.rank, v.host) for v in vs if v.rank is None]
     if len(ranks) == 1:
         named.insert(0, f"rank {ranks[0]}")
     elif ranks:
