@@ -39,6 +39,15 @@ def test_prefixes_are_peeled(raw):
     assert clean_line(raw) == IMA
 
 
+def test_typographic_quotes_of_a_pasted_log_read_as_the_ascii_the_program_printed():
+    pasted = "TypeError: TrainingArguments.__init__() got an unexpected keyword argument \u2018evaluation_strategy\u2019"
+    assert clean_line(pasted).endswith("argument 'evaluation_strategy'")
+    assert (
+        clean_line("ValueError: \u201cpad\u201d missing \u2014 set it")
+        == 'ValueError: "pad" missing \u2014 set it'
+    )
+
+
 def test_root_error_beats_the_cascade():
     log = "\n".join(
         [

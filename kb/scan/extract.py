@@ -115,7 +115,14 @@ def peel(line: str) -> tuple[str, str]:
         line = _rx("box").sub("", line)
     if "**" in line:  # Markdown emphasis in pasted reports: "**RuntimeError: CUDA out of memory.**"
         line = _rx("bold").sub(r"\1", line)
+    if not line.isascii():  # a web page's or word processor's quotes: the program printed ASCII
+        line = line.translate(_TYPOGRAPHIC)
     return head, line.strip()
+
+
+# Typographic quotes that pasting through a web page, chat or a word processor puts in place of
+# the ASCII quotes every library prints (‘evaluation_strategy’ for 'evaluation_strategy').
+_TYPOGRAPHIC = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
 
 @record
