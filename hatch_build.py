@@ -50,7 +50,19 @@ class ShippedCaches(BuildHookInterface):
                 "building the caches the wheel ships failed (hatch_build.py):\n"
                 + done.stderr[-4000:]
             )
-        for name in done.stdout.split():
+        names = done.stdout.split()
+        # The patterns a lookup's start-up compiles, learnt by a lookup in an interpreter of its
+        # own that reads the caches just built (kb.knowledge.regex_cache): for this Python only.
+        learnt = subprocess.run(
+            [sys.executable, os.path.join(self.root, "hatch_build.py"), "--regex", out],
+            cwd=self.root,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if learnt.returncode == 0:
+            names += learnt.stdout.split()  # else no table: patterns compile as usual
+        for name in names:
             build_data["force_include"][os.path.join(out, name)] = f"{WHEEL_FOLDER}/{name}"
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
@@ -77,6 +89,39 @@ def build(out: str) -> list[str]:
     return names
 
 
+# One-line lookups of the commonest classes, whose start-up compiles what most lookups do.
+SAMPLE = (
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "RuntimeError: CUDA error: device-side assert triggered",
+)
+
+
+def learn_regexes(out: str) -> list[str]:
+    """Look the SAMPLE up as the kb command does, reading the caches built into `out`, and
+    keep the table of what that compiled (kb.cli.lookup.start_up_regexes); the name written."""
+    import contextlib
+    import io
+    import re
+
+    from kb.knowledge import regex_cache, shipped
+
+    shipped.FOLDER = out  # the caches just built stand for the installed ones
+    re.sub(r"(-script\.pyw|\.exe)?$", "", sys.argv[0])  # what pip's `kb` script compiles
+    from kb.cli.lookup import start_up_regexes
+    from kb.cli.main import main
+    from kb.diagnosis.engine import default_engine
+
+    for message in SAMPLE:
+        for argv in (["lookup", message], ["lookup", "--json", message]):
+            with contextlib.redirect_stdout(io.StringIO()):
+                main(argv)
+    name = regex_cache.file_name()
+    table = start_up_regexes(default_engine().knowledge)
+    shipped.write(os.path.join(out, name), "regex", table, {})
+    return [name]
+
+
 def kb_file() -> str:
     import kb
 
@@ -84,4 +129,7 @@ def kb_file() -> str:
 
 
 if __name__ == "__main__":
-    print("\n".join(build(sys.argv[1])))
+    if sys.argv[1] == "--regex":
+        print("\n".join(learn_regexes(sys.argv[2])))
+    else:
+        print("\n".join(build(sys.argv[1])))

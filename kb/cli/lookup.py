@@ -148,6 +148,33 @@ def run_lookup(args) -> int:
     return exit_codes.ROOT_ONLY if failed else exit_codes.NOT_FOUND
 
 
+def start_up_regexes(kb) -> dict:
+    """The regex table (kb.knowledge.regex_cache) of what this process compiled, with json's
+    own patterns (a --json lookup compiles them) and without the entries' signatures (each line
+    compiles only the few its words pick)."""
+    import json  # noqa: F401 - imported for the patterns it compiles
+
+    from kb.knowledge import regex_cache
+
+    signatures = {s.pattern for e in kb.entries for s in e.signatures}
+    return regex_cache.make_table(p for p in regex_cache.compiled_now() if p[0] not in signatures)
+
+
+def keep_regexes(args) -> None:
+    """Keep the table in the state folder (best effort: without it only start-up is slower),
+    made by a lookup that read the entry cache: one that built it also compiled what reading
+    entry files needs."""
+    from kb import paths
+    from kb.knowledge import base, pickle_file, regex_cache
+
+    if base.PARSED_HERE:
+        return
+
+    kb = default_engine(args.kb_dir).knowledge
+    where = os.path.join(paths.state_folder(), regex_cache.file_name())
+    pickle_file.write(where, start_up_regexes(kb))
+
+
 def render(looked: list[tuple[str | None, JobLookup]], fmt: str, kb, *, batch: bool = False) -> str:
     from kb.render.report import result_dict, result_markdown, result_text
 

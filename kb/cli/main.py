@@ -177,9 +177,28 @@ def _print_json(obj) -> None:
 
 # ---------------------------------------------------------------- commands
 def _cmd_lookup(args) -> int:
-    from kb.cli.lookup import run_lookup
+    # Run as the kb command: the patterns its start-up compiles come compiled from kb's caches
+    # (kb.knowledge.regex_cache), put in place before kb.cli.lookup imports what compiles them.
+    seeded = _seed_regexes() if getattr(args, "start_up_gc", False) else True
+    from kb.cli.lookup import keep_regexes, run_lookup
 
-    return run_lookup(args)
+    rc = run_lookup(args)
+    if not seeded:
+        keep_regexes(args)  # the first lookup here that read the cache: for the next ones
+    return rc
+
+
+def _seed_regexes() -> bool:
+    """Seed `re` from the table shipped in the wheel, else from the state folder's; whether
+    there was one for this interpreter."""
+    from kb import paths
+    from kb.knowledge import pickle_file, regex_cache, shipped
+
+    name = regex_cache.file_name()
+    doc = shipped.read(name, "regex")
+    if doc is None:
+        doc = pickle_file.read(os.path.join(paths.state_folder(), name))
+    return regex_cache.seed(doc) is not None
 
 
 def _cmd_run(args) -> int:

@@ -10,7 +10,6 @@ with; only files that changed in the last seconds are read and hashed again (see
 from __future__ import annotations
 
 import os
-from contextlib import suppress
 
 from kb import paths
 from kb.knowledge import pickle_file, shipped
@@ -513,6 +512,12 @@ def build_bundled(entries: str, evidence: str) -> tuple[KnowledgeBase, ParseMemo
     return kb, memo
 
 
+# Whether this process read entry files (a cache was built): what it compiled and imported
+# then is not what a lookup needs (kb.cli.lookup keeps the regex table of a lookup that read
+# the cache).
+PARSED_HERE = False
+
+
 def _parse(
     snap: _Snapshot,
     bundled_names: list[str],
@@ -523,6 +528,8 @@ def _parse(
     """(the knowledge base of these bytes, whether a broken file in it was changed just now,
     whether a file being written was read as its last good version), parsing only what the
     previous memo does not hold."""
+    global PARSED_HERE
+    PARSED_HERE = True
     from pathlib import Path
 
     from kb.knowledge.load import load_dirs, load_file
@@ -646,8 +653,10 @@ def _note_last(cache: Path, last_name: str, settled: bool) -> None:
     _write_pointer(cache.with_name(LATEST), digest)
     if how.strip() == "unsettled" and before.strip() not in ("", digest):
         for ext in ("pickle", "memo"):
-            with suppress(OSError):
+            try:
                 cache.with_name(f"entries-{before.strip()}.{ext}").unlink()
+            except OSError:
+                pass
 
 
 class _BuildLock:

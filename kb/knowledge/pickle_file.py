@@ -19,8 +19,6 @@ from __future__ import annotations
 import gc
 import os
 import pickle
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 # What reading a damaged or foreign pickle raises: each means "not a usable cache".
 UNREADABLE = (
@@ -37,17 +35,18 @@ UNREADABLE = (
 )
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
+class gc_paused:
     """The cyclic garbage collector off while many long-lived objects are made at once
     (unpickling the entries, indexing their signatures): it would walk them again and again
-    looking for cycles there are none of. Reference counting frees everything as usual."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
+    looking for cycles there are none of. Reference counting frees everything as usual.
+    (A class, not contextlib.contextmanager: a cold lookup does not import contextlib.)"""
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was:
             gc.enable()
 
 

@@ -130,24 +130,23 @@ def read(
     got = _open(name, folder)
     if got is None:
         return None
-    fd, _st = got
+    fd, st = got
+    from kb.knowledge.pickle_file import UNREADABLE, gc_paused
+
+    head = header(tag)
     try:
-        with open(fd, "rb", closefd=False) as fh:
-            data = fh.read()
-    except OSError:
+        # Mapped, not read: what the unpickler copies out of it is all that is copied (a
+        # read() first copies the whole file, a millisecond of a cold lookup). An install
+        # replaces the file, never rewrites it in place, so the mapping cannot shrink under us.
+        with _mapped(fd, st.st_size) as view:
+            if view[: len(head)] != head:
+                return None
+            with gc_paused():
+                payload = pickle.loads(view[len(head) :])
+    except (OSError, ValueError, *UNREADABLE):
         return None
     finally:
         os.close(fd)
-    head = header(tag)
-    if not data.startswith(head):
-        return None
-    from kb.knowledge.pickle_file import UNREADABLE, gc_paused
-
-    try:
-        with gc_paused():
-            payload = pickle.loads(memoryview(data)[len(head) :])
-    except UNREADABLE:
-        return None
     if not isinstance(payload, dict) or "value" not in payload:
         return None
     value = payload["value"]
@@ -155,6 +154,24 @@ def read(
     if moves and relocate is not None:
         relocate(value, moves)
     return value
+
+
+class _mapped:
+    """A read-only view of a whole file, released and unmapped on exit."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        import mmap
+
+        self.map = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+        self.view = memoryview(self.map if self.map is not None else b"")
+
+    def __enter__(self) -> memoryview:
+        return self.view
+
+    def __exit__(self, *exc: object) -> None:
+        self.view.release()
+        if self.map is not None:
+            self.map.close()
 
 
 def write(where: str, tag: str, value: object, roots: dict[str, str]) -> None:
