@@ -41,8 +41,18 @@ cold, cold_cpu = time.monotonic() - t0, cpu() - c0
 t1, c1 = time.monotonic(), cpu()
 jl = kb.lookup_job([sys.argv[1]])
 warm, warm_cpu = time.monotonic() - t1, cpu() - c1
+# The floor: every dump read with plain pickle.load, nothing checked or compared (what any
+# reader of these files pays at least), in the same process and the same run.
+import os, pickle
+fr = os.path.join(sys.argv[1], "fr")
+t2, c2 = time.monotonic(), cpu()
+for name in sorted(os.listdir(fr)):
+    with open(os.path.join(fr, name), "rb") as fh:
+        pickle.load(fh)
+floor, floor_cpu = time.monotonic() - t2, cpu() - c2
 print(json.dumps({
     "cold": cold, "warm": warm, "cold_cpu": cold_cpu, "warm_cpu": warm_cpu,
+    "floor": floor, "floor_cpu": floor_cpu,
     "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "roots": sorted(r.rank for r in jl.job.roots),
     "kinds": sorted(str(r.kind) for r in jl.job.roots),
@@ -91,6 +101,8 @@ def main() -> int:
                     f"{lay.name:18} {name:9} roots {r['roots']} (want {want}) {'ok' if ok else 'WRONG'}  "
                     f"{r['kinds']}  cold {r['cold']:.2f}s (cpu {r['cold_cpu']:.2f}s) "
                     f"warm {r['warm']:.2f}s (cpu {r['warm_cpu']:.2f}s)  "
+                    f"pickle.load {r['floor_cpu']:.2f}s cpu: warm/floor "
+                    f"{r['warm_cpu'] / max(r['floor_cpu'], 1e-3):.1f}x  "
                     f"peak {r['rss_mib']:.0f} MiB  dumps {size / 1e6:.1f} MB, {entries:.0f} entries/rank",
                     flush=True,
                 )
@@ -101,6 +113,11 @@ def main() -> int:
             return f"median {statistics.median(xs):.2f}s, max {max(xs):.2f}s"
 
         rss = [r[3]["rss_mib"] for r in rows]
+        ratios = [r[3]["warm_cpu"] / max(r[3]["floor_cpu"], 1e-3) for r in rows]
+        print(
+            f"\nwarm CPU against plain pickle.load of the same dumps (the floor, same process): "
+            f"median {statistics.median(ratios):.1f}x, max {max(ratios):.1f}x"
+        )
         print(
             f"\n{len(rows)} cases, {bad} wrong; cold wall {fig('cold')} (cpu {fig('cold_cpu')}); "
             f"warm wall {fig('warm')} (cpu {fig('warm_cpu')}); peak RSS max {max(rss):.0f} MiB; "
