@@ -158,3 +158,28 @@ def test_lint_names_a_damaged_record(tmp_path, monkeypatch, capsys):
     assert main(["lint"]) == 1
     err = capsys.readouterr()
     assert "x--torch-y.yaml" in err.out + err.err and "KB022" in err.out + err.err
+
+
+def test_a_cpu_record_names_no_empty_driver_or_cuda():
+    gpu = Evidence(
+        "cuda-oom",
+        "reproduced",
+        "fix-verified",
+        "NVIDIA H200",
+        143771,
+        "580.1",
+        "13.0",
+        "2.11.0+cu130",
+        "2026-11-29",
+        3.0,
+    )
+    assert gpu.summary() == (
+        "reproduced, fix verified on NVIDIA H200, driver 580.1, torch 2.11.0+cu130, CUDA 13.0, "
+        "2026-11-29"
+    )
+    cpu = replace(gpu, gpu="no GPU", gpu_memory_mib=0, driver="", cuda="", torch="2.13.0+cpu")
+    # it read "on no GPU, driver , torch 2.13.0+cpu, CUDA , 2026-11-29"
+    assert (
+        cpu.summary()
+        == "reproduced, fix verified on the CPU (no GPU), torch 2.13.0+cpu, 2026-11-29"
+    )

@@ -311,7 +311,16 @@ class Evidence:
         fix = {"fix-verified": ", fix verified", "fix-failed": ", fix FAILED"}.get(
             self.fix_status, ""
         )
-        return (
-            f"{self.status}{fix} on {self.gpu}, driver {self.driver}, torch {self.torch}, "
-            f"CUDA {self.cuda}, {self.date}"
-        )
+        # A CPU record has no driver or CUDA: name only what the record holds.
+        env = [
+            f"{label}{value}"
+            for label, value in (
+                ("driver ", self.driver),
+                ("torch ", self.torch),
+                ("CUDA ", self.cuda),
+                ("", self.date),
+            )
+            if value
+        ]
+        where = "on the CPU (no GPU)" if self.gpu == "no GPU" else f"on {self.gpu}"
+        return f"{self.status}{fix} {where}" + "".join(f", {e}" for e in env)
