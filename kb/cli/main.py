@@ -735,7 +735,29 @@ def run() -> NoReturn:
     import gc
 
     gc.freeze()
+    if sys.argv[1:2] == ["lookup"]:
+        _exit_now(rc)
     sys.exit(rc)
+
+
+def _exit_now(rc: int) -> None:
+    """End a lookup's process without the interpreter's finalization, which tears every module
+    and object down one by one (~2.5 ms of a one-line lookup, to free memory the process gives
+    back anyway), when nothing is left for it to do: no atexit callback (a profiler, coverage,
+    a temporary folder to remove), no threading module (threads to wait for), both standard
+    streams flushed. Returns when any of that does not hold; the caller then exits as usual."""
+    import atexit
+
+    pending = getattr(atexit, "_ncallbacks", None)
+    if pending is None or pending() or "threading" in sys.modules:
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return  # said by the usual exit (a closed pipe, a full disk)
+    os._exit(rc)
 
 
 if __name__ == "__main__":  # pragma: no cover
