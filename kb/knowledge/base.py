@@ -41,12 +41,12 @@ _DEPENDS = (
     os.path.join(_DATA_DIR, "cuda_codes.json"),  # its table is pickled with the data
 )
 
-_CACHE_FORMAT = 19  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
+_CACHE_FORMAT = 20  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
 # 9: kb.record records, signatures' key words; 10: where they are filed, entries' details
 # pickled apart; 11: announces; 12: the trigger set; 13: the skim's own literals; 14: raised_in;
 # 15: the parse memo in a file of its own, records without their outputs, the CUDA code table;
 # 16: identity; 17: the failure events (KnowledgeData.events); 18: logged_error; 19: evidence
-# pickled per entry, records as pickle_file.dumps writes them
+# pickled per entry, records as pickle_file.dumps writes them; 20: entries' details compressed
 
 
 @record
