@@ -86,7 +86,22 @@ def build(out: str) -> list[str]:
     shipped.write(os.path.join(out, shipped.MEMO), _shipped_tag(), memo, roots)
     names = [shipped.ENTRIES, shipped.MEMO]
     names += catalog_cache.write_shipped(out, catalog_cache.codes_of(kb.entries))
+    names += fulltext(kb, out)
     return names
+
+
+def fulltext(kb: Any, out: str) -> list[str]:
+    """The full-text index (Whoosh) of the bundled entries, in a folder named by its key
+    (kb.knowledge.index.shipped_index); its files' names, relative to `out`."""
+    from pathlib import Path
+
+    from kb.knowledge.index import SHIPPED_PREFIX, build, index_key
+
+    folder = Path(out) / f"{SHIPPED_PREFIX}{index_key(kb)}"
+    folder.mkdir()
+    build(kb, folder)
+    # Whoosh's lock is for writers: an installed index is only ever read.
+    return [f"{folder.name}/{f.name}" for f in sorted(folder.iterdir()) if "LOCK" not in f.name]
 
 
 # One-line lookups of the commonest classes, whose start-up compiles what most lookups do.

@@ -183,16 +183,24 @@ def _kb(site, home, *argv, env=None):
     )
 
 
+# No entry knows it: the full-text index is consulted (for suggestions).
+UNKNOWN = "ValueError: the frobnicator refused to initialise the widget cache (gizmo detached)"
+
+
 def test_the_wheel_ships_the_caches_of_the_bundled_knowledge(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert set(SHIPPED) <= names
+    fulltext = [n for n in names if n.startswith("kb/_data/cache/fulltext-")]
+    assert any(n.endswith(".toc") for n in fulltext), "the full-text index"
+    assert not any("LOCK" in n for n in fulltext)
+    assert any(n.startswith("kb/_data/cache/regex-") for n in names), "the start-up's regexes"
 
 
 def test_a_first_lookup_after_install_builds_nothing_and_answers_as_the_checkout(
     installed, tmp_path
 ):
     home = tmp_path / "home"
-    for msg in (CLAIMED, CATALOG):
+    for msg, rc in ((CLAIMED, 0), (CATALOG, 0), (UNKNOWN, 4)):
         got = _kb(installed, home, "lookup", "--json", msg)
         want = subprocess.run(
             [sys.executable, "-m", "kb", "lookup", "--json", msg],
@@ -201,10 +209,12 @@ def test_a_first_lookup_after_install_builds_nothing_and_answers_as_the_checkout
             cwd=REPO,
             env={**os.environ, "KB_HOME": str(tmp_path / "checkout-home")},
         )
-        assert got.returncode == want.returncode == 0, got.stderr
+        assert got.returncode == want.returncode == rc, got.stderr
         assert got.stdout == want.stdout  # the same answer, knowledge identity included
         assert got.stderr == ""
-    assert not home.exists()  # neither the entry cache nor the catalog's index was built
+    # Neither the entry cache, the catalog's index, the full-text index nor a regex table
+    # was built: nothing was written at all.
+    assert not home.exists()
     shown = json.loads(_kb(installed, home, "show", "cuda-oom", "--json").stdout)
     area = next(REPO.glob("entries/*/cuda-oom.yaml")).parent.name
     assert shown["path"] == str(installed / "kb" / "_data" / "entries" / area / "cuda-oom.yaml")

@@ -475,9 +475,14 @@ def _complete(
     trigger set with its Hyperscan databases compiled (the previous build's, when its literals
     are the same)."""
     from kb.knowledge.data import load_data
+    from kb.knowledge.documents import compute_key
     from kb.knowledge.signatures import file_signatures
     from kb.knowledge.triggers import build as build_triggers
 
+    # The full-text index's name (kb.knowledge.index), worked out here once rather than from
+    # every entry's details by each lookup that needs the index. Not a field: a copy made
+    # with other entries (record.replace) has none, and works its own out.
+    kb.__dict__["fulltext_key"] = compute_key(kb.entries)
     with gc_paused():
         kb.signature_tables = file_signatures(kb.entries)
         # The same tag: kb/data's files are those the previous cache read.

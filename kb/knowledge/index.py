@@ -17,11 +17,11 @@ from pathlib import Path
 
 from kb import paths
 from kb.knowledge.base import KnowledgeBase
+from kb.knowledge.documents import compute_key, documents
 from kb.model.record import record
 
 FIELDS = ("title", "wording", "summary", "causes")
 MAX_TERMS = 12  # the message's most distinctive terms; a whole pasted log as an OR query is slow
-_REGEX_NOISE = re.compile(r"\(\?P<\w+>|\(\?:|\\[dswDSWb]|[\\^$*+?{}\[\]()|]")
 
 
 @record(frozen=True)
@@ -53,37 +53,17 @@ def _schema():
 STALE_S = 600  # a superseded index is removed once no lookup can still be opening it
 
 
-_INDEX_FORMAT = "1"
-
-
 def index_key(kb: KnowledgeBase) -> str:
     """What the index is named by: a hash of exactly the text it holds (each entry's id, title,
     wordings, summary and causes). An edit elsewhere in an entry file (a comment, a fix, an
     example's neighbour) changes the knowledge base's content hash but not this, so lookups
-    during the edits of a file do not each build an index of their own."""
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=16)
-    h.update(_INDEX_FORMAT.encode())
-    for doc in _documents(kb):
-        h.update("\0".join(doc.values()).encode("utf-8", "surrogatepass") + b"\1")
-    return h.hexdigest()
-
-
-def _documents(kb: KnowledgeBase) -> list[dict[str, str]]:
-    out = []
-    for e in kb.entries:
-        causes = " ".join(f"{c.title} {c.detail}" for c in e.causes)
-        out.append(
-            {
-                "id": e.id,
-                "title": e.title,
-                "wording": wording_text(e),
-                "summary": e.summary,
-                "causes": causes,
-            }
-        )
-    return out
+    during the edits of a file do not each build an index of their own. Worked out when a
+    cache is made and kept with it (kb.knowledge.base: `fulltext_key`); a copy of a knowledge
+    base made with other entries has none and works it out."""
+    kept = kb.__dict__.get("fulltext_key")
+    if isinstance(kept, str) and kept:
+        return kept
+    return compute_key(kb.entries)
 
 
 def _pointer(key: str) -> Path:
@@ -115,6 +95,30 @@ def index_dir(kb: KnowledgeBase, key: str | None = None) -> Path | None:
     return d if d.is_dir() else None
 
 
+SHIPPED_PREFIX = "fulltext-"  # kb/_data/cache/fulltext-<key>/: the wheel's index
+
+
+def shipped_index(key: str) -> Path | None:
+    """The index the wheel ships for this key (hatch_build.py), when every file of it may be read:
+    Whoosh pickles its table of contents, so each is held to the rule of the other shipped
+    caches (kb.knowledge.shipped.untrusted: not writable by group or others, root's or this
+    user's); anything else is refused, said, and the index built in the state folder."""
+    from kb.knowledge import shipped
+
+    folder = os.path.join(shipped.FOLDER, SHIPPED_PREFIX + key)
+    try:
+        names = os.listdir(folder)
+        for name in ["", *names]:
+            where = os.path.join(folder, name) if name else folder
+            why = shipped.untrusted(os.stat(where, follow_symlinks=False), folder=not name)
+            if why:
+                shipped.refuse(where, why)
+                return None
+    except OSError:
+        return None  # none shipped for this key: a source checkout, or the user's own entries
+    return Path(folder) if names else None
+
+
 def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
     """(path, built?) The index for exactly this knowledge base, built if missing.
 
@@ -125,6 +129,13 @@ def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
     the state folder cannot be written.
     """
     key = index_key(kb)
+    if not force:
+        ready = shipped_index(key)  # built with the wheel: nothing to build here
+        if ready is not None:
+            return ready, False
+        from kb.knowledge import shipped
+
+        kb.warnings.extend(n for n in shipped.REFUSED if n not in kb.warnings)  # said by lookups
     live = index_dir(kb, key)
     if live is not None and not force:
         return live, False
@@ -225,11 +236,6 @@ def _collect(root: Path) -> None:
             continue
 
 
-def wording_text(entry) -> str:
-    sigs = " ".join(_REGEX_NOISE.sub(" ", s.pattern) for s in entry.signatures)
-    return sigs + "\n" + "\n".join(entry.examples_match)
-
-
 def build(kb: KnowledgeBase, where: Path) -> None:
     from whoosh import index as windex
 
@@ -238,7 +244,7 @@ def build(kb: KnowledgeBase, where: Path) -> None:
 
 def _fill(kb: KnowledgeBase, ix) -> None:
     w = ix.writer()
-    for doc in _documents(kb):
+    for doc in documents(kb.entries):
         w.add_document(**doc)
     w.commit()
 
@@ -256,7 +262,9 @@ class FullText:
         for _ in range(3):  # a rebuild elsewhere can swap the index between reading and opening
             try:
                 path, _built = ensure_index(kb)
-                ix = windex.open_dir(str(path))
+                # The wheel's own (in the installed package) is only read, never locked.
+                readonly = path.name.startswith(SHIPPED_PREFIX)
+                ix = windex.open_dir(str(path), readonly=readonly)
                 return ix, ix.searcher()
             except PermissionError:
                 break

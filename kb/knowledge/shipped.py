@@ -52,15 +52,16 @@ def header(tag: str) -> bytes:
     return b"%s %d %s %s\n" % (_MAGIC, FORMAT, __version__.encode(), tag.encode())
 
 
-def untrusted(st: os.stat_result) -> str:
-    """Why a shipped file must not be read (as code would not be), or '' when it may: not a
-    regular file, writable by group or others, or owned by neither root nor this user."""
+def untrusted(st: os.stat_result, folder: bool = False) -> str:
+    """Why a shipped file (a folder of them, with `folder`) must not be read (as code would not
+    be), or '' when it may: not a regular file (a folder), writable by group or others, or owned
+    by neither root nor this user."""
     import stat
 
     from kb.paths import _euid
 
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
+    if not (stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)):
+        return "not a folder" if folder else "not a regular file"
     writable = st.st_mode & 0o022
     if writable:
         who = {0o022: "group and others", 0o020: "group", 0o002: "others"}[writable]
@@ -71,11 +72,12 @@ def untrusted(st: os.stat_result) -> str:
     return ""
 
 
-def _refuse(path: str, why: str) -> None:
+def refuse(path: str, why: str) -> None:
+    """Say (once) that a shipped file was refused, and why."""
     note = (
         f"refused the cache shipped with kb at {path}: {why}; kb builds its own in its state "
-        f"folder instead (reinstall kb, or make the file root's or yours and not writable by "
-        f"others)"
+        f"folder instead (`chmod go-w` it if it is yours or root's: pip installs files "
+        f"group-writable under umask 002)"
     )
     if note not in REFUSED:
         REFUSED.append(note)
@@ -96,7 +98,7 @@ def _open(name: str, folder: str | None) -> tuple[int, os.stat_result] | None:
         why = e.strerror or str(e)
     if why:
         os.close(fd)
-        _refuse(where, why)
+        refuse(where, why)
         return None
     return fd, st
 
