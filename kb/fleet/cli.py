@@ -6,8 +6,9 @@
 
 Progress goes to stderr (none with --quiet), the summary or the query's result to stdout.
 Exit codes as everywhere in kb: 0 written (or queried), 2 usage error or unreadable input (a
-path that does not exist, a bad jobs file, an output kb cannot write, a query DuckDB refuses),
-130 interrupted. A job that cannot be read is a row with `error`, not a failure of the run.
+path that does not exist, a bad jobs file, an output kb cannot write, a query DuckDB refuses,
+--engine ray without Ray or with an --address where no Ray answers: said within seconds, or
+after kb.fleet.ray_engine.CONNECT_SECONDS for a listener that is not Ray), 130 interrupted. A job that cannot be read is a row with `error`, not a failure of the run.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Generator, Iterator, Sequence
+from contextlib import closing, contextmanager
 
 from rich.console import Console
 from rich.progress import (
@@ -75,7 +76,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--address",
         metavar="ADDR",
-        help="a Ray cluster (ray://host:10001, auto); default: a local Ray for the run",
+        help="a Ray cluster (ray://head:10001 through Ray Client, head:6379 from a cluster "
+        "node, auto); default: RAY_ADDRESS, else a local Ray for the run",
     )
     p.add_argument(
         "--workers",
@@ -214,11 +216,14 @@ def _triage(args: argparse.Namespace, out: Console, err: Console) -> int:
             _say_links(err, discovery.skipped_links(), found=len(jobs), quiet=quiet)
             task = progress.add_task("triage", total=len(jobs), rate="")
             start = time.perf_counter()
-            for i, row in enumerate(_rows(args, jobs), 1):
-                spool.add(meta.annotate(row) if meta else job_meta.no_meta(row))
-                elapsed = time.perf_counter() - start
-                rate = f"{i / elapsed:.0f} jobs/s" if elapsed > 0 else ""
-                progress.update(task, advance=1, rate=rate)
+            # Closed as soon as the loop ends, however it ends: an engine stops its workers
+            # (and Ray gives stdout and stderr back) before kb says anything more.
+            with closing(_rows(args, jobs)) as rows:
+                for i, row in enumerate(rows, 1):
+                    spool.add(meta.annotate(row) if meta else job_meta.no_meta(row))
+                    elapsed = time.perf_counter() - start
+                    rate = f"{i / elapsed:.0f} jobs/s" if elapsed > 0 else ""
+                    progress.update(task, advance=1, rate=rate)
         try:
             con = store.write(spool, args.out)
         except store.StoreError as e:
@@ -267,12 +272,14 @@ def _say_links(err: Console, links: list[str], found: int, quiet: bool) -> None:
     )
 
 
-def _rows(args: argparse.Namespace, jobs: Sequence[discovery.Job]) -> Iterator[dict]:
+def _rows(args: argparse.Namespace, jobs: Sequence[discovery.Job]) -> Generator[dict, None, None]:
     if args.engine == "ray":
         from . import ray_engine
 
         try:
-            yield from ray_engine.run(jobs, args.workers, args.address, args.kb_dir)
+            yield from ray_engine.run(
+                jobs, args.workers, args.address, args.kb_dir, args.job_seconds, args.quiet
+            )
         except (ray_engine.RayMissing, ray_engine.RayUnavailable) as e:
             raise _EngineMissing(str(e)) from None
         return
