@@ -179,12 +179,21 @@ CATALOG_MSG = (
 )
 
 
+# No entry knows it: the full-text index is consulted for suggestions.
+UNKNOWN_MSG = "ValueError: the frobnicator refused to initialise the widget cache (gizmo detached)"
+
+
 def first_use(title: str, kb: list[str], env: dict[str, str], runs: int) -> None:
     """A lookup in an empty KB_HOME (a new user's first) against one in a KB_HOME a lookup
     used before (a warm one), taking turns; a fresh KB_HOME for every first one. For a message
-    a signature claims and for one the catalog answers."""
+    a signature claims, one the catalog answers and one only the full-text index can."""
     print(f"   first lookup after install against a warm one, {title}: median of {runs}")
-    for label, msg in (("claimed by a signature", MSG), ("answered by the catalog", CATALOG_MSG)):
+    messages = (
+        ("claimed by a signature", MSG),
+        ("answered by the catalog", CATALOG_MSG),
+        ("full-text index consulted", UNKNOWN_MSG),
+    )
+    for label, msg in messages:
         warm_home = tempfile.mkdtemp(prefix="kb-bench-warm-")
         cmd = [*kb, "lookup", msg]
         warm_env = {**env, "KB_HOME": warm_home}
