@@ -1,6 +1,7 @@
 """Fleet triage speed: jobs per second with the local engine and with Ray, and what one job costs.
 
-    python scripts/bench_triage.py [--jobs 10000] [--sample 300] [--skip-ray] [--keep DIR]
+    python scripts/bench_triage.py [--jobs 10000] [--sample 300] [--skip-ray] [--only-ray]
+                                   [--rounds 4] [--keep DIR]
 
 1. Builds --jobs synthetic jobs in a temporary folder from the repository's own captured jobs
    (tests/fixtures/jobs/*/run: `kb run` folders of real torchrun jobs) and logs (each job's
@@ -8,8 +9,12 @@
    single logs, .gz logs, tarballs of job folders, and logs cut at half their length (a job killed
    mid-run: some no longer hold their error). Nothing in a log is invented; the variations are of form.
 2. Triages them: the local engine with 1 worker (in this process) and 2 workers (the process
-   pool), and Ray Data with 1 and 2 actors on a local Ray started once (its start-up is timed
-   apart). Prints jobs/s and the 2-worker/1-worker ratio for each, and the load average.
+   pool), and the Ray engine with 1 and 2 actors on a local Ray started once (its start-up is
+   timed apart). Prints jobs/s, the CPU time of this process and of every process under it (the
+   pool's workers; Ray's actors and its own processes, GCS, raylet, agents, shown apart), the
+   load average, and the 2-worker/1-worker ratio of each engine. Ray's fixed cost is stated
+   apart: starting Ray (once per run), a fresh process importing kb and loading the knowledge
+   base (what each actor pays once), and a call over two jobs (actors started and ready).
 3. The cost of one job, on --sample jobs in this process: read (the job's bytes, tarballs
    unpacked), scan (kb's scan of those bytes, less the read), verdict (the rest of the per-job
    function: the job view, the ranking, the row), write (the row into the table).
@@ -24,6 +29,7 @@ import os
 import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -204,10 +210,106 @@ def write_cost(rows: list[dict], tmp: Path) -> float:
 
 def _cpu() -> float:
     """CPU seconds of this process and of its children that have ended (a pool's workers, once
-    it is shut down). Ray's actors are not children of this process: not counted."""
+    it is shut down)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_RAY_OWN: set[int] = set()  # Ray's own processes (GCS, raylet, agents, monitors), by pid
+
+
+def _procs() -> dict[int, tuple[int, int, int]]:
+    """pid -> (ppid, own CPU ticks, ticks of its children that ended and that it reaped)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    f = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(d)] = (int(f[1]), int(f[11]) + int(f[12]), int(f[13]) + int(f[14]))
+    return out
+
+
+def _mark_ray_own() -> None:
+    """Ray's own processes, as a local Ray has just started them under this process: all but
+    its worker processes (named ray::IDLE until they become actors)."""
+    if not os.path.isdir("/proc/self/task"):
+        return
+    procs = _procs()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except OSError:
+            continue
+        argv = cmd.split(b"\0")
+        # A worker's command line (the raylet's names the workers' in an option, not first)
+        worker = argv[0].startswith(b"ray::IDLE") or any(
+            a.endswith((b"default_worker.py", b"setup_worker.py")) for a in argv[:3]
+        )
+        if not worker:
+            _RAY_OWN.add(pid)
+
+
+class CpuMeter:
+    """CPU seconds a run costs on this machine: this process, the processes it started and
+    reaped (the pool's workers), Ray's own processes (GCS, raylet, agents: by pid, as they were
+    when Ray started here) and Ray's worker processes (the actors). The raylet reaps its workers
+    without their time being added to its own, so each is read while it lives (sample()): the
+    caller samples once more after the last row, before the actors are stopped."""
+
+    def __init__(self) -> None:
+        self.linux = os.path.isdir("/proc/self/task")
+        self.me0, self.ray0, self.workers0 = self._read()
+        self.workers: dict[int, int] = dict(self.workers0)
+
+    def _read(self) -> tuple[float, int, dict[int, int]]:
+        if not self.linux:
+            return _cpu(), 0, {}
+        procs = _procs()
+        me = procs.get(os.getpid())
+        mine = (me[1] + me[2]) / _TICK if me else _cpu()
+        ray_own = sum(procs[p][1] for p in _RAY_OWN if p in procs)
+        workers = {
+            pid: own
+            for pid, (ppid, own, _) in procs.items()
+            if ppid in _RAY_OWN and pid not in _RAY_OWN
+        }
+        return mine, ray_own, workers
+
+    def sample(self) -> None:
+        for pid, own in self._read()[2].items():
+            self.workers[pid] = max(own, self.workers.get(pid, 0))
+
+    def stop(self) -> tuple[float, float]:
+        """(CPU seconds in all, of which Ray's own processes)."""
+        self.sample()
+        me1, ray1, _ = self._read()
+        actors = sum(t - self.workers0.get(pid, 0) for pid, t in self.workers.items())
+        ray_own = (ray1 - self.ray0) / _TICK
+        return me1 - self.me0 + ray_own + actors / _TICK, ray_own
+
+
+def kb_startup() -> float:
+    """Seconds a fresh Python process takes to import kb and load the knowledge base (what each
+    pool worker and each Ray actor pays once): the quicker of three."""
+    code = "from kb.fleet.triage import engine; engine()"
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 class Tally:
@@ -216,7 +318,7 @@ class Tally:
     def __init__(self, label: str, fn, counts_cpu: bool):
         self.label, self.fn, self.counts_cpu = label, fn, counts_cpu
         self.rows: list[dict] = []
-        self.wall = self.startup = self.cpu = 0.0
+        self.wall = self.startup = self.cpu = self.ray_cpu = 0.0
         self.calls = 0
         self.loads: list[float] = []
 
@@ -233,10 +335,20 @@ class Tally:
 
     def run(self, jobs: list[Job]) -> None:
         self.loads.append(os.getloadavg()[0])
-        cpu0, t0 = _cpu(), time.perf_counter()
-        self.rows += self.fn(jobs)
+        meter, t0 = CpuMeter(), time.perf_counter()
+        due = time.monotonic() + 0.5
+        for i, row in enumerate(self.fn(jobs), 1):
+            self.rows.append(row)
+            if i == len(jobs) or time.monotonic() > due:  # the last: before the actors stop
+                meter.sample()
+                due = time.monotonic() + 0.5
         self.wall += time.perf_counter() - t0
-        self.cpu += _cpu() - cpu0
+        cpu, ray_own = meter.stop()
+        if self.label.startswith("Ray"):
+            self.ray_cpu += ray_own
+            self.cpu += cpu
+        else:  # a local Ray started for the Ray runs idles meanwhile: its time is not this run's
+            self.cpu += cpu - ray_own
         self.calls += 1
         self.loads.append(os.getloadavg()[0])
 
@@ -255,6 +367,11 @@ class Tally:
             if self.counts_cpu and self.cpu > 0
             else ""
         )
+        if self.counts_cpu and self.ray_cpu > 0:
+            cpu += f" (Ray's own processes: {self.ray_cpu:.1f} CPU-s of it)"
+        if self.counts_cpu and self.wall > 0:
+            # what the machine's other loads left this run: 2.00 would be both cores throughout
+            cpu += f"; {self.cpu / self.wall:.2f} cores busy with it"
         print(
             f"  {self.label:<20} {len(self.rows):>6} jobs in {self.wall:6.1f} s = "
             f"{self.rate:6.1f} jobs/s; start-up {self.startup:4.1f} s a call, "
@@ -270,11 +387,28 @@ def _same(rows: list[dict]) -> list[dict]:
     )
 
 
+def _differ(rows: list[dict], base: list[dict]) -> tuple[int, dict[str, int]]:
+    """(rows that differ from the baseline's, how many differ in each column)."""
+    n = 0
+    columns: dict[str, int] = {}
+    for a, b in zip(_same(rows), base):
+        keys = [k for k in a if a[k] != b.get(k)]
+        n += bool(keys)
+        for k in keys:
+            columns[k] = columns.get(k, 0) + 1
+    return n + abs(len(rows) - len(base)), columns
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--sample", type=int, default=300, help="jobs for the per-job breakdown")
     ap.add_argument("--skip-ray", action="store_true")
+    ap.add_argument(
+        "--only-ray",
+        action="store_true",
+        help="of the local engine, only the 1-worker run (the baseline); then Ray's two",
+    )
     ap.add_argument("--big-mib", type=int, default=64, help="size of the one big job timed")
     ap.add_argument("--rounds", type=int, default=4, help="slices the configurations take in turn")
     ap.add_argument("--keep", metavar="DIR", help="build the jobs here and keep them")
@@ -303,10 +437,9 @@ def run(args: argparse.Namespace, base: Path) -> None:
     print(f"discovered {len(jobs)} jobs in {time.perf_counter() - t0:.2f} s")
     assert len(jobs) == args.jobs, "discovery must find every job built"
 
-    tallies = [
-        Tally("local, 1 worker", lambda js: local.run(js, 1), True),
-        Tally("local, 2 workers", lambda js: local.run(js, 2), True),
-    ]
+    tallies = [Tally("local, 1 worker", lambda js: local.run(js, 1), True)]
+    if not args.only_ray:
+        tallies.append(Tally("local, 2 workers", lambda js: local.run(js, 2), True))
     ray = None
     if not args.skip_ray:
         try:
@@ -317,12 +450,32 @@ def run(args: argparse.Namespace, base: Path) -> None:
             print("Ray is not installed: pip install 'kb-cuda[fleet]' (its runs are skipped)")
             ray = None
         else:
+            import logging
+
             t0 = time.perf_counter()
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            print(f"Ray start-up (a local Ray, 2 CPUs): {time.perf_counter() - t0:.1f} s")
+            ray.init(
+                address="local",
+                num_cpus=2,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+            )
+            _mark_ray_own()
+            print(
+                f"Ray's fixed cost: starting a local Ray (2 CPUs), once per run: "
+                f"{time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
+            print(
+                f"  a fresh process importing kb and loading the knowledge base, once per actor "
+                f"(and per pool worker): {kb_startup():.2f} s; jobs per Ray task: up to "
+                f"{ray_engine.BATCH} ({ray_engine.batch_size(args.jobs // max(1, args.rounds), 2)}"
+                f" in these calls with 2 actors)",
+                flush=True,
+            )
             tallies += [
-                Tally("Ray Data, 1 actor", lambda js: ray_engine.run(js, 1), False),
-                Tally("Ray Data, 2 actors", lambda js: ray_engine.run(js, 2), False),
+                Tally("Ray, 1 actor", lambda js: ray_engine.run(js, 1), True),
+                Tally("Ray, 2 actors", lambda js: ray_engine.run(js, 2), True),
             ]
     # Every configuration triages every job once, in --rounds slices taken in turn (the order
     # of the configurations rotating), so that the other loads of a shared machine fall on all
@@ -347,20 +500,36 @@ def run(args: argparse.Namespace, base: Path) -> None:
     for t in tallies:
         t.report(rounds)
     base_rows = _same(tallies[0].rows)
+    same = True
     for t in tallies[1:]:
-        assert _same(t.rows) == base_rows, f"{t.label}: rows differ from the local engine's"
-    print("  every configuration gave the same rows (the time each took aside)")
+        n, columns = _differ(t.rows, base_rows)
+        if n:
+            same = False
+            print(f"  {t.label}: {n} row(s) differ from the 1-worker run's, by column: {columns}")
+    if same:
+        print("  every configuration gave the same rows (the time each took aside)")
     by = {t.label: t for t in tallies}
-    one, two = by["local, 1 worker"], by["local, 2 workers"]
-    print(
-        f"  local scaling 2/1 workers: {two.rate / one.rate:.2f}x overall, "
-        f"{two.steady / one.steady:.2f}x once started"
-    )
-    if "Ray Data, 1 actor" in by:
-        r1, r2 = by["Ray Data, 1 actor"], by["Ray Data, 2 actors"]
+    one = by["local, 1 worker"]
+    if "local, 2 workers" in by:
+        two = by["local, 2 workers"]
+        print(
+            f"  local scaling 2/1 workers: {two.rate / one.rate:.2f}x overall, "
+            f"{two.steady / one.steady:.2f}x once started"
+        )
+    if "Ray, 1 actor" in by:
+        r1, r2 = by["Ray, 1 actor"], by["Ray, 2 actors"]
         print(
             f"  Ray scaling 2/1 actors: {r2.rate / r1.rate:.2f}x overall, "
-            f"{r2.steady / r1.steady:.2f}x once started"
+            f"{r2.steady / r1.steady:.2f}x once started; against the local engine's 1 worker "
+            f"(in process, no start-up): {r1.rate / one.rate:.2f}x (1 actor), "
+            f"{r2.rate / one.rate:.2f}x (2 actors)"
+        )
+        print(
+            f"  Ray's fixed cost a call (2 actors started and ready, two jobs read): "
+            f"{r2.startup:.1f} s = {100 * r2.startup * r2.calls / r2.wall:.0f}% of the 2-actor "
+            f"runs' wall time; Ray's own processes used {r1.ray_cpu + r2.ray_cpu:.1f} CPU-s "
+            f"during the Ray runs ({100 * (r1.ray_cpu + r2.ray_cpu) / (r1.cpu + r2.cpu):.0f}% "
+            "of their CPU time)"
         )
     rows1 = one.rows
     answered = sum(1 for r in rows1 if r["id"])
