@@ -41,6 +41,9 @@ _DEPENDS = (
     os.path.join(_DATA_DIR, "cuda_codes.json"),  # its table is pickled with the data
 )
 
+# The cache format when the knowledge's identity was first shown (KnowledgeBase.identity): later
+# cache formats leave the identity of the same files as it was.
+_IDENTITY_FORMAT = 18
 _CACHE_FORMAT = 20  # the pickled shapes; 5: typed records; 6: any_of; 7: aliases; 8: explained_by;
 # 9: kb.record records, signatures' key words; 10: where they are filed, entries' details
 # pickled apart; 11: announces; 12: the trigger set; 13: the skim's own literals; 14: raised_in;
@@ -178,17 +181,22 @@ def _snapshot(groups: list[tuple[str, list[Path]]]) -> _Snapshot:
 
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{__version__}/{_CACHE_FORMAT}".encode())
+    # The knowledge's own identity, for people and tables (kb triage's `knowledge` column): the
+    # same files in another checkout or folder give the same id, unlike the cache's digest; and
+    # the same files give the same id whatever shape the cache has (_IDENTITY_FORMAT).
+    known = hashlib.blake2b(digest_size=16)
+    known.update(f"{__version__}/{_IDENTITY_FORMAT}".encode())
     for dep in _DEPENDS:
         try:
             with open(dep, "rb") as fh:
-                h.update(fh.read())
+                content = fh.read()
         except OSError:
-            h.update(b"<unreadable>")
+            content = b"<unreadable>"
+        h.update(content)
+        known.update(content)
     tag = h.hexdigest()
     ev = hashlib.blake2b(digest_size=16)
-    # The knowledge's own identity, for people and tables (kb triage's `knowledge` column): the
-    # same files in another checkout or folder give the same id, unlike the cache's digest.
-    ident = hashlib.blake2b(tag.encode(), digest_size=16)
+    ident = hashlib.blake2b(known.hexdigest().encode(), digest_size=16)
     data: dict[Path, bytes | None] = {}
     hashes: dict[Path, str] = {}
     for group, files in groups:
