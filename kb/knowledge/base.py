@@ -116,6 +116,7 @@ class KnowledgeBase:
 
         d = dict(self.__dict__)
         blobs = d.pop("_evidence", None)
+        d.pop("_evidence_read", None)  # read again from the blobs when wanted
         if "evidence" in d:
             blobs = {k: dumps(v) for k, v in d.pop("evidence").items()}
         return (_kb_from_cache, (d, blobs or {}))
