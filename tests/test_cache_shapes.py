@@ -85,3 +85,20 @@ def test_a_shipped_folder_is_held_to_the_same_rule(tmp_path):
     assert shipped.untrusted(st) == "not a regular file"
     (tmp_path / "x").chmod(0o775)
     assert "writable by group" in shipped.untrusted(os.stat(tmp_path / "x"), folder=True)
+
+
+def test_a_shipped_file_as_writable_as_kbs_own_code_is_trusted(tmp_path, monkeypatch):
+    """pip under umask 002 installs kb's modules and its caches group-writable by the user's
+    group: the cache grants nobody more than the code does, and is read (it warned on every
+    lookup). Group-writable where the code is not stays refused."""
+    st = _stat(tmp_path, 0o664)
+    code = tmp_path / "kb" / "__init__.py"
+    code.parent.mkdir()
+    code.write_text("")
+    monkeypatch.setattr(shipped, "_PKG", str(code.parent))
+    code.chmod(0o664)
+    assert shipped.untrusted(st) == ""
+    code.chmod(0o644)
+    assert shipped.untrusted(st) == "writable by group (mode 0664)"
+    code.chmod(0o666)  # others may write the code: the cache is still refused if others may
+    assert "writable by others" in shipped.untrusted(_stat(tmp_path, 0o646))

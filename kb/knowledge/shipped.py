@@ -9,8 +9,9 @@ A source checkout (an editable install, where entries change) has no kb/_data fo
 shipped cache: kb builds its per-user caches there, validated against every file, as before.
 
 A shipped file is trusted like the package's own code, and only on the same terms: a regular
-file that neither group nor others can write, owned by root or by this user. Anything else is
-refused, said once (kb.knowledge.base's warnings), and the per-user cache is built instead. It
+file that neither group nor others can write, owned by root or by this user, or else writable by
+no one who cannot already write kb's modules (the same group-writable owner and group as
+kb/__init__.py: pip's install under umask 002). Anything else is refused, said once (kb.knowledge.base's warnings), and the per-user cache is built instead. It
 carries no MAC: whoever can write it can write kb's modules beside it.
 
 Paths inside (each entry's file, kb/data's files) are those of the build; they are moved to the
@@ -63,21 +64,33 @@ def untrusted(st: os.stat_result, folder: bool = False) -> str:
     if not (stat.S_ISDIR(st.st_mode) if folder else stat.S_ISREG(st.st_mode)):
         return "not a folder" if folder else "not a regular file"
     writable = st.st_mode & 0o022
-    if writable:
+    if writable and not (writable == 0o020 and _as_code(st, group=True)):
         who = {0o022: "group and others", 0o020: "group", 0o002: "others"}[writable]
         return f"writable by {who} (mode {st.st_mode & 0o7777:04o})"
     uid = _euid()
-    if uid >= 0 and st.st_uid not in (0, uid):
+    if uid >= 0 and st.st_uid not in (0, uid) and not _as_code(st, group=False):
         return f"owned by uid {st.st_uid}, neither root nor this user (uid {uid})"
     return ""
+
+
+def _as_code(st: os.stat_result, group: bool) -> bool:
+    """Whether whoever may write this file may already write kb's own code beside it (pip under
+    umask 002 makes both group-writable by the user's own group; a shared install owned by its
+    admin): then refusing it would protect nothing and warn on every lookup."""
+    try:
+        code = os.stat(os.path.join(_PKG, "__init__.py"))
+    except OSError:
+        return False
+    if group:
+        return bool(code.st_mode & 0o020) and code.st_gid == st.st_gid
+    return code.st_uid == st.st_uid
 
 
 def refuse(path: str, why: str) -> None:
     """Say (once) that a shipped file was refused, and why."""
     note = (
         f"refused the cache shipped with kb at {path}: {why}; kb builds its own in its state "
-        f"folder instead (`chmod go-w` it if it is yours or root's: pip installs files "
-        f"group-writable under umask 002)"
+        f"folder instead (`chmod go-w` it if it is yours or root's)"
     )
     if note not in REFUSED:
         REFUSED.append(note)
