@@ -167,6 +167,28 @@ def test_a_strangers_bytes_in_the_users_own_cache_file_never_run(tmp_path, monke
     assert pickle_file.read(cache) is not None  # built again over it, with the user's MAC
 
 
+def test_a_full_text_index_changed_by_anyone_else_is_never_opened(tmp_path):
+    """Opening a Whoosh index unpickles its table of contents. The user's own index, with its
+    table of contents replaced by a pickle that runs code (right owner and mode), is not what
+    kb sealed: the next lookup that reads the index builds it again, and nothing runs."""
+    home = tmp_path / "state"
+    env = {"KB_HOME": str(home)}
+    unknown = "RuntimeError: frobnicator xyzzy quux failed"
+    assert _kb(["lookup", unknown], env).returncode in (1, 4)
+    (index,) = [d for d in home.glob("index-*") if d.is_dir()]
+    assert (index / pickle_file.SEAL_NAME).is_file() and pickle_file.sealed(index)
+    marker = tmp_path / "ran"
+    for toc in index.glob("*.toc"):
+        toc.write_bytes(pickle.dumps(_Planted(str(marker))))
+        toc.chmod(0o600)
+    assert not pickle_file.sealed(index)
+    r = _kb(["lookup", unknown], env)
+    assert not marker.exists(), "a planted table of contents ran as the user"
+    assert r.returncode in (1, 4) and "Traceback" not in r.stderr, r.stderr
+    rebuilt = [d for d in home.glob("index-*") if d.is_dir() and pickle_file.sealed(d)]
+    assert rebuilt and index not in rebuilt
+
+
 def test_a_mac_made_under_another_key_or_for_another_file_does_not_check(tmp_path):
     """The MAC covers the file's name and is keyed per folder: a valid cache copied under another
     name, or from another user's folder, is a miss."""

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from kb import paths
+from kb.knowledge import pickle_file
 from kb.knowledge.base import KnowledgeBase
 from kb.knowledge.documents import compute_key, documents
 from kb.model.record import record
@@ -92,7 +93,9 @@ def index_dir(kb: KnowledgeBase, key: str | None = None) -> Path | None:
     if name is None or not name.startswith(f"index-{key}-"):
         return None
     d = paths.state_dir() / name
-    return d if d.is_dir() else None
+    # Opening an index unpickles its table of contents: one this user's kb did not build and
+    # seal (planted, or changed since) is read as absent, and built again.
+    return d if d.is_dir() and pickle_file.sealed(d) else None
 
 
 SHIPPED_PREFIX = "fulltext-"  # kb/_data/cache/fulltext-<key>/: the wheel's index
@@ -151,6 +154,9 @@ def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
             build(kb, new)
             for f in new.iterdir():  # Whoosh makes its files as the umask says: kb's are private
                 f.chmod(0o600)
+            why = pickle_file.seal(new)  # Whoosh pickles its table of contents: only ours is read
+            if why:
+                raise OSError(13, f"cannot seal the index: {why}")
             fd, tmp = tempfile.mkstemp(dir=root, prefix=".pointer-")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(new.name)

@@ -224,6 +224,75 @@ def write(path: str | os.PathLike[str], value: object) -> str | None:
     return None
 
 
+SEAL_NAME = "kb.seal"  # a folder's MAC (kb.knowledge.index: Whoosh pickles its table of contents)
+
+
+def _folder_mac(folder: str, key: bytes) -> bytes | None:
+    """HMAC-SHA256 of every file in folder (names, sizes and bytes, in name order; the seal
+    itself left out), or None when one is not a regular file of this user's alone."""
+    names = sorted(n for n in os.listdir(folder) if n != SEAL_NAME)
+    parts = [b"kb-folder\0"]
+    for name in names:
+        path = os.path.join(folder, name)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            if not _check_file(path, os.fstat(fd)):
+                return None
+            with open(fd, "rb", closefd=False) as fh:
+                data = fh.read()
+        finally:
+            os.close(fd)
+        parts += [name.encode("utf-8", "surrogateescape"), b"\0", b"%d\0" % len(data), data]
+    return _mac(b"".join(parts), key, os.path.basename(folder))
+
+
+def seal(folder: str | os.PathLike[str]) -> str | None:
+    """Write the MAC of a folder of files kb made (under the key of the folder above it, the
+    state folder): read back by sealed() before anything in it is unpickled. None when sealed,
+    else why not."""
+    folder = os.fspath(folder)
+    try:
+        key = _key(os.path.dirname(os.path.abspath(folder)), create=True)
+        mac = _folder_mac(folder, key) if key is not None else None
+        if mac is None:
+            return "its files or the key are not this user's alone"
+        fd = os.open(
+            os.path.join(folder, SEAL_NAME),
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0),
+            0o600,
+        )
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(mac + _MAGIC)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def sealed(folder: str | os.PathLike[str]) -> bool:
+    """Whether a folder's files are, byte for byte, those seal() sealed under this user's key:
+    a folder planted or changed by anyone else (a Whoosh table of contents whose pickle runs
+    code) is never opened."""
+    folder = os.fspath(folder)
+    try:
+        key = _key(os.path.dirname(os.path.abspath(folder)), create=False)
+        if key is None:
+            return False
+        path = os.path.join(folder, SEAL_NAME)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            if not _check_file(path, os.fstat(fd)):
+                return False
+            want = os.read(fd, _TAG + len(_MAGIC) + 1)
+        finally:
+            os.close(fd)
+        if len(want) != _TAG + len(_MAGIC) or not want.endswith(_MAGIC):
+            return False
+        got = _folder_mac(folder, key)
+    except OSError:
+        return False
+    return got is not None and _same(got, want[:_TAG])
+
+
 def _record(cls: type, state: dict) -> object:
     """A record (kb.model.record) as dumps() pickles it: made without __init__, as pickle
     makes any object, in one call instead of pickle's generic two steps."""
