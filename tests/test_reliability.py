@@ -218,6 +218,30 @@ def test_a_half_written_entry_is_read_as_its_last_good_version(local, monkeypatc
     assert [p.code for p in kb.problems if p.path == str(local)] == ["KB003"]
 
 
+def test_an_entry_caught_mid_write_on_its_first_read_is_read_again(local):
+    """The first read of an entry caught between an editor's truncate and write has no last
+    good version to stand in: it is read again a moment later, not called broken (16 lookups
+    at once, each loading anew, said KB003 for a file that was whole 20 ms later)."""
+    import threading
+
+    folder = str(local.parent.parent)
+    whole = local.read_text()
+    local.write_text("")
+    writer = threading.Timer(0.03, local.write_text, (whole,))
+    writer.start()
+    try:
+        kb = base.load([folder])
+    finally:
+        writer.join()
+    assert kb.get("good-entry") is not None
+    assert not [p for p in kb.problems if p.code == "KB003"]
+    old = time.time() - 60
+    local.write_text("")
+    os.utime(local, (old, old))  # empty, and settled: broken it is, said at once
+    kb = base.load([folder])
+    assert kb.get("good-entry") is None and [p.code for p in kb.problems] == ["KB003"]
+
+
 def test_lookups_while_an_entry_is_rewritten_stay_fast(local):
     """Lookups through fresh engines while another process rewrites the entry in place every
     10 ms: each answers right, and the median stays far below the full reparse (about 1 s on

@@ -560,12 +560,16 @@ def _parse(
             entry, probs = hit[1], list(hit[2])
         else:
             entry, probs = load_file(f, local=local, raw=raw)
-            if entry is None and hit is not None and hit[1] is not None and _changed_now(f):
+            if entry is None and _changed_now(f):
                 # Broken, and written just now: an editor or a script saving it in place, caught
                 # between truncating and writing. Its last good version stands in until it
-                # settles (this knowledge base is not cached, so nothing keeps it longer).
-                stale.append(str(f))
-                return hit[1], list(hit[2])
+                # settles (this knowledge base is not cached, so nothing keeps it longer); with
+                # none (its first read caught the write), it is read again once the writer has
+                # had a moment, rather than called broken for one lookup.
+                good = hit[1:] if hit is not None and hit[1] is not None else _reread(f, local)
+                if good is not None:
+                    stale.append(str(f))
+                    return good[0], list(good[1])
         if h is not None:
             files[key] = (h, entry, tuple(probs))
         return entry, probs
@@ -587,6 +591,24 @@ def _parse(
     kb.identity = snap.identity
     kb.memo = ParseMemo(snap.tag, files, snap.evidence_tag, records, tuple(damaged))
     return kb, result.unsettled, bool(stale)
+
+
+REREADS = 5  # a broken file written just now is read again this many times, REREAD_S apart
+REREAD_S = 0.02
+
+
+def _reread(f: Path, local: bool) -> tuple[Entry, tuple[Problem, ...]] | None:
+    """The file's entry when a read a moment later finds it whole, else None (broken it is)."""
+    import time
+
+    from kb.knowledge.load import load_file
+
+    for _ in range(REREADS):
+        time.sleep(REREAD_S)
+        entry, probs = load_file(f, local=local)
+        if entry is not None:
+            return entry, tuple(probs)
+    return None
 
 
 def _changed_now(f: Path) -> bool:
