@@ -1233,6 +1233,10 @@ class KbApp(App[int]):
     def _start_run(self, entry: Entry, trust: bool) -> None:
         if self.kb is None:
             return
+        _, match, guess = self._selected()
+        yours = (
+            match.signature if match is not None and not guess and match.id == entry.id else None
+        )
         self.query_one(TabbedContent).active = "run"
         self.query_one(RunPanel).start(
             entry,
@@ -1242,12 +1246,18 @@ class KbApp(App[int]):
             self.background,
             trust=trust,
             python=self.python,
+            signature=yours,
         )
         self.refresh_bindings()
 
     @on(RunPanel.Finished)
     def _run_finished(self) -> None:
         self.refresh_bindings()
+        # The header's GPU memory was read while the repro held its memory: read it again now
+        # that the repro has ended, not GPU_REFRESH_S later (or never, between reads).
+        env = self._environment
+        if self._watch_gpu and env is not None and env.gpu is not None and not self._quitting:
+            self.background.start(self._reread_gpu, "gpu")
 
     def on_button_pressed(self, event) -> None:
         if event.button.id == "run-start":

@@ -33,8 +33,28 @@ VERDICT_CLASSES = ("-good", "-bad", "-neutral", "-running")
 MAX_LINES = 5000  # of one run's log
 
 
-def verdict_of(outcome: Outcome, cancelled: bool = False) -> tuple[str, str]:
-    """(banner text, css class) for a verification Outcome."""
+def hit_words(matched: tuple[str, ...], yours: str | None = None) -> str:
+    """The signatures a repro's output hit, for the banner: the one the user's line matched
+    (yours) when the output hit it, else the first; the rest as a count. A repro's output can
+    hit many (nine of the OOM entry's), and the whole list wrapped over three lines never said
+    which one was the user's; the run log keeps the list."""
+    if not matched:
+        return "?"
+    first = yours if yours in matched else matched[0]
+    rest = len(matched) - 1
+    others = f" and {rest} other signature{'s' if rest != 1 else ''}" if rest else ""
+    if yours is None:
+        return first + others
+    if yours in matched:
+        return f"{first}, as your line did" + (f",{others}" if others else "")
+    return f"{first}{others}; not {yours}, which your line matched"
+
+
+def verdict_of(
+    outcome: Outcome, cancelled: bool = False, yours: str | None = None
+) -> tuple[str, str]:
+    """(banner text, css class) for a verification Outcome; yours: the signature the user's
+    line matched, when a line did."""
     status = outcome.status
     detail = (outcome.detail or "").strip()
     took = outcome.duration_s
@@ -42,7 +62,7 @@ def verdict_of(outcome: Outcome, cancelled: bool = False) -> tuple[str, str]:
     if status == "cancelled" or (cancelled and status == "error"):
         return "CANCELLED: the repro was stopped and its processes killed" + took_s, "-neutral"
     if status == "reproduced":
-        matched = ", ".join(outcome.matched) or "?"
+        matched = hit_words(outcome.matched, yours)
         fix = outcome.fix_status
         why = detail.rsplit("; ", 1)[-1] if "; " in detail else ""
         fix_text = {
@@ -87,6 +107,7 @@ class Run:
     lines: list[Text] = field(default_factory=list)
     banner: tuple[str, str] | None = None
     outcome: Outcome | None = None
+    signature: str | None = None  # the signature the user's line matched, when one did
 
 
 class RunPanel(Vertical):
@@ -161,7 +182,15 @@ class RunPanel(Vertical):
                     style="dim",
                 )
             ]
-        self.run_log.set_content(lines, scroll_home=False)
+        # A run that is over opens at the first line of the repro's output that a signature
+        # matched (the verdict is in the banner above it): a repro prints pages after its error
+        # (the rest of a traceback, a memory summary, the fix check), and a log opened at its
+        # end showed none of the error. One still running, or that matched no line, follows
+        # its end.
+        first = self._first_error(run)
+        self.run_log.set_content(lines, scroll_home=first is not None)
+        if first is not None:
+            self.run_log.show_item(first)
         if run is not None and run.banner is not None:
             self._banner(*run.banner, remember=False)
         else:
@@ -195,14 +224,17 @@ class RunPanel(Vertical):
         background: Background,
         trust: bool = False,
         python: str = sys.executable,
+        signature: str | None = None,
     ) -> bool:
+        """Run the entry's repro; signature: the one the user's line matched (the verdict says
+        whether the repro's output hit it too)."""
         if self.running:
             return False
         self.entry = entry
         self.outcome = None
         self.running = True
         self.running_id = entry.id
-        self.runs[entry.id] = Run(entry.id)
+        self.runs[entry.id] = Run(entry.id, signature=signature)
         self._cancel = threading.Event()
         self._show(entry.id)
         self._write(
@@ -297,16 +329,21 @@ class RunPanel(Vertical):
             out.append(Text(line))
         return out
 
-    def matched_line(self) -> int | None:
-        """The first line of the shown log that a signature matched (underlined), if any."""
-        run = self.runs.get(self.shown or "")
+    @staticmethod
+    def _first_error(run: Run | None) -> int | None:
+        """The index in a finished run's log of the first line a signature matched, if any."""
         if run is None or run.outcome is None:
             return None
         matched = [m.rstrip(".") for m in run.outcome.lines if m]
         for i, line in enumerate(run.lines):
             if any(line.plain.strip().startswith(m) for m in matched):
-                return self.run_log.line_of_item(i)
+                return i
         return None
+
+    def matched_line(self) -> int | None:
+        """The first line of the shown log that a signature matched (underlined), if any."""
+        first = self._first_error(self.runs.get(self.shown or ""))
+        return self.run_log.line_of_item(first) if first is not None else None
 
     def _done(self, outcome: Outcome, cancelled: bool) -> None:
         self._flush()
@@ -317,7 +354,7 @@ class RunPanel(Vertical):
         self.outcome = outcome
         run = self.runs.setdefault(outcome.entry_id, Run(outcome.entry_id))
         run.outcome = outcome
-        text, cls = verdict_of(outcome, cancelled)
+        text, cls = verdict_of(outcome, cancelled, run.signature)
         if outcome.fix_output or outcome.fix_exit_code is not None:
             run.lines = self._sections(outcome)
         run.lines.append(Text(text.split("  (")[0], style="bold"))
@@ -327,9 +364,6 @@ class RunPanel(Vertical):
         run.banner = (text, cls)
         if self.shown == outcome.entry_id:
             self._show(outcome.entry_id)
-            # The banner just shown shortens the log after it scrolled: end at the verdict once
-            # that layout is done, or a busy machine leaves the last lines out of view.
-            self.call_after_refresh(self.run_log.scroll_end, animate=False)
         self.running_id = None
         self.query_one("#run-cancel", Button).disabled = True
         self.query_one("#run-start", Button).disabled = (

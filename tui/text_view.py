@@ -6,10 +6,12 @@ mark every occurrence and scroll to the current one. Lines are re-rendered only 
 changes; appending (the run log) renders only the new renderable. A match that a wrap splits
 across two lines is not found: find works on what is on the screen.
 
-A resize keeps the view's place: the line brought into view (go to line, a find hit) stays in
-view at the row it was on, or else the top line stays the top; a view that followed its end
-(the run log while it streams) still does. Its line numbers change with the width (every
-renderable wraps again), so the place is kept as a renderable and how far into it.
+A resize keeps the view's place: the line brought into view (go to line, a find hit, the
+run log's first error) is brought into view again, or else the top line stays the top; a view
+that followed its end (the run log while it streams) still does. Its line numbers change with
+the width (every renderable wraps again), so the place is kept as a renderable and how far into
+it. Following the end waits for the next refresh (the layout gives the new end); a line brought
+into view since cancels it, so a late scroll to the end never takes the view away from it.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class TextView(ScrollView, can_focus=True):
         self._by_line: dict[int, list[Hit]] = {}
         self._current = -1
         self._height = 0  # the view's height at the last resize
+        self._following = False  # a scroll to the end is due after the next refresh
         # the line brought into view (go to line, a find hit), as (item, within): see Place
         self._chosen: tuple[int, float] | None = None
 
@@ -110,9 +113,10 @@ class TextView(ScrollView, can_focus=True):
         self._chosen = None
         self._render_all()
         if scroll_home:
+            self._following = False
             self.scroll_to(0, 0, animate=False, immediate=True)
         elif self.auto_scroll:
-            self.scroll_end(animate=False, immediate=False, x_axis=False)
+            self._follow_end()
 
     def clear(self) -> None:
         self.set_content([])
@@ -133,18 +137,48 @@ class TextView(ScrollView, can_focus=True):
             self._refind()
             self._resize_virtual()
         if self.auto_scroll:
-            self.scroll_end(animate=False, immediate=False, x_axis=False)
+            self._follow_end()
+
+    def _follow_end(self) -> None:
+        """To the end once the next refresh has laid the new lines out."""
+        self._following = True
+        self.call_after_refresh(self._to_end)
+
+    def _to_end(self) -> None:
+        if self._following:
+            self._following = False
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def line_of_item(self, index: int) -> int | None:
         """The first rendered line of the index-th renderable (None before the first render)."""
         return self._starts[index] if 0 <= index < len(self._starts) else None
 
     def scroll_to_line(self, line: int, top: bool = False) -> None:
-        """Bring a line into view: to the top, or a third of the way down (a find hit). It
-        stays in view when the view is resized."""
-        y = line if top else line - max(0, self.scrollable_content_region.height // 3)
-        self.scroll_to(y=max(0, y), animate=False, immediate=True)
+        """Bring a line into view (see y_for_line). It stays in view when the view is
+        resized."""
+        self._following = False
+        self.scroll_to(y=self.y_for_line(line, top), animate=False, immediate=True)
         self._choose(line)
+
+    def show_item(self, index: int) -> None:
+        """Bring the index-th renderable's first line into view as scroll_to_line does: now,
+        or when the view is first laid out."""
+        self._following = False
+        self._chosen = (index, 0.0)
+        start = self.line_of_item(index)
+        if start is not None and self._height:
+            self.scroll_to_line(start)
+
+    def y_for_line(self, line: int, top: bool = False) -> int:
+        """Where scroll_to_line scrolls for a line: to the top (top=True), else a third of the
+        way down, or the view's start when the line is in its first two thirds from there (the
+        lines above it are what led to it)."""
+        if top:
+            return max(0, min(line, int(self.max_scroll_y)))
+        height = self.scrollable_content_region.height
+        if line < height * 2 // 3:
+            return 0
+        return max(0, min(line - height // 3, int(self.max_scroll_y)))
 
     def _choose(self, line: int) -> None:
         self._chosen = self._item_at(line)
@@ -265,8 +299,10 @@ class TextView(ScrollView, can_focus=True):
             self.rewrap()
         if place is not None:
             self._restore(place)
+        elif self._chosen is not None and self._chosen[0] < len(self._starts):
+            self.scroll_to_line(self._line_of(*self._chosen))  # show_item before any layout
         elif self.auto_scroll:  # the first layout: a log opens at its end
-            self.scroll_end(animate=False, immediate=False, x_axis=False)
+            self._follow_end()
 
     def rewrap(self) -> None:
         """Lay the renderables out again at the view's width (a subclass whose renderables
@@ -297,11 +333,13 @@ class TextView(ScrollView, can_focus=True):
         if place.item >= len(self._starts):
             return
         line = self._line_of(place.item, place.within)
+        if place.chosen:  # brought into view again, as it was the first time
+            self.scroll_to_line(line)
+            self._chosen = (place.item, place.within)
+            return
         # the same row when the view still has it; a shorter view puts the line at its last row
         row = min(place.row, max(0, self.scrollable_content_region.height - 1))
         self.scroll_to(y=max(0, line - row), animate=False, immediate=True)
-        if place.chosen:
-            self._chosen = (place.item, place.within)
 
     def _hit_styles(self) -> tuple[Style, Style]:
         """Hits in reverse warning colour; the current one bold on the accent colour (theme

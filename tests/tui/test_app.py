@@ -309,7 +309,9 @@ def test_run_repro_streams_then_verdict_and_fix(fake_kb, gpu, no_gpu_env):
             await settle(pilot, until=lambda: panel.outcome is not None)
             assert panel.outcome.status == "reproduced"
             assert panel.outcome.fix_status == "fix-verified"
-            assert banner(app).startswith("REPRODUCED: matched torch-modern · FIX VERIFIED")
+            assert banner(app).startswith(
+                "REPRODUCED: matched torch-modern, as your line did · FIX VERIFIED"
+            )
             assert app.query_one("#run-verdict").has_class("-good")
             log = log_text(app)
             assert "── repro (exit code 1) ──" in log and ILLEGAL in log
@@ -461,7 +463,9 @@ def test_local_entry_asks_before_running(fake_kb, gpu, no_gpu_env):
             await settle(pilot, until=lambda: panel.outcome is not None)
             # trust=True reached kb.verify: without it the repro is skipped as untrusted
             assert panel.outcome.status == "reproduced", panel.outcome.detail
-            assert banner(app).startswith("REPRODUCED: matched custom-op · no fix check")
+            assert banner(app).startswith(
+                "REPRODUCED: matched custom-op, as your line did · no fix check"
+            )
 
     run(go())
 

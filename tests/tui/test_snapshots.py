@@ -61,10 +61,17 @@ def _no_blinking(monkeypatch):
 
 
 def run_shown(app) -> bool:
-    """The run is over and its log has scrolled to the verdict (the log scrolls after the next
-    refresh, so "outcome set" alone can catch it still at its top on a busy machine)."""
-    log = app.query_one("#run-log")
-    return app.query_one(RunPanel).outcome is not None and log.scroll_y >= log.max_scroll_y
+    """The run is over and its log has scrolled to the repro's first error, or to its end when
+    no line matched (the log scrolls after the next refresh, so "outcome set" alone can catch it
+    still at its end on a busy machine)."""
+    panel = app.query_one(RunPanel)
+    if panel.outcome is None:
+        return False
+    log = panel.run_log
+    line = panel.matched_line()
+    if line is None:
+        return log.scroll_y >= log.max_scroll_y
+    return log.scroll_y == log.y_for_line(line)
 
 
 def still(*steps, until=None, idle=True):
