@@ -82,7 +82,7 @@ from .open_screen import OpenScreen
 from .paste_box import PasteBox
 from .rank_list import RankList
 from .results_list import NO_MATCH, ResultsList
-from .run_panel import RunPanel
+from .run_panel import RunPanel, cannot_run_here
 from .text_view import TextView
 from .verifier import Verifier
 
@@ -347,6 +347,8 @@ class KbApp(App[int]):
 
     def _set_machine(self, env: Environment, torch_known: bool) -> None:
         self.query_one(MachineStatus).show(env, torch_known)
+        panel = self.query_one(RunPanel)  # what its run log says of a repro that cannot run
+        panel.set_cannot(self._cannot_run(panel.entry))
 
     def _watch_gpu_memory(self) -> None:
         def reread() -> None:
@@ -725,7 +727,7 @@ class KbApp(App[int]):
             )
         else:
             pane.show_intro()
-        self.query_one(RunPanel).set_target(entry)
+        self.query_one(RunPanel).set_target(entry, self._cannot_run(entry))
         # A new paste or selection brings its details to the front: the run log in front
         # belongs to the entry that ran, not to this one.
         key = (pane.kind, entry.id if entry is not None else None, row.who if row else None)
@@ -1205,6 +1207,12 @@ class KbApp(App[int]):
         if entry.repro is None:
             self.notify(f"{entry.id} has no repro to run.", severity="warning")
             return
+        cannot = self._cannot_run(entry)
+        if cannot is not None:
+            # The header already says what this machine lacks: no question whose yes could
+            # only end in "skipped", but why, and what would let it run.
+            self.notify(cannot, title="Cannot run here", severity="warning", timeout=20)
+            return
         req = entry.repro.requires
         needs = "a GPU" if req.gpu else "no GPU"
         if req.gpu and req.gpus > 1:
@@ -1229,6 +1237,17 @@ class KbApp(App[int]):
             ),
             lambda yes: self._start_run(entry, trust=entry.local) if yes else None,
         )
+
+    def _cannot_run(self, entry: Entry | None) -> str | None:
+        """Why the entry's repro cannot run on this machine, or None when it can or that is
+        not known yet (torch still being probed: the run itself checks again)."""
+        env, kb = self._environment, self.kb
+        if entry is None or entry.repro is None or env is None or kb is None:
+            return None
+        if not self._torch_known:
+            return None
+        why = self.verifier.cannot_run(entry, kb, env)
+        return None if why is None else cannot_run_here(entry, env, why)
 
     def _start_run(self, entry: Entry, trust: bool) -> None:
         if self.kb is None:

@@ -82,14 +82,16 @@ def torch_words(env: Environment, known: bool) -> list[tuple[str, str]]:
             (f"torch {env.torch} (CPU build)", WARN),
             (f"torch {env.torch} (CPU)", WARN),
         ]
+    # Repros that do not import torch still run (a segfault's, a KeyError's): f5 says, entry
+    # by entry, which cannot and why.
     if "No module named" in env.torch_error or not env.torch_error:
         return [
-            ("torch not installed: repros cannot run", WARN),
-            ("no torch: no repros", WARN),
+            ("torch not installed: repros that need it cannot run", WARN),
+            ("no torch: repros that need it cannot run", WARN),
             ("no torch", WARN),
         ]
     return [
-        ("torch fails to import: repros cannot run", WARN),
+        ("torch fails to import: repros that need it cannot run", WARN),
         ("torch import fails", WARN),
         ("torch broken", WARN),
     ]

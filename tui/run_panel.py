@@ -85,6 +85,21 @@ def verdict_of(
     return f"ERROR: {detail or status}" + took_s, "-bad"
 
 
+def cannot_run_here(entry: Entry, env: Environment, why: str) -> str:
+    """What to say when an entry's repro cannot run on this machine: why, in kb verify's words,
+    and what would let it run."""
+    req = entry.repro.requires if entry.repro is not None else None
+    verify = f"`kb verify {entry.id}`"
+    if why.startswith("needs torch"):
+        then = f"Install torch there, or run {verify} on a machine that has it."
+    elif req is not None and req.gpu:
+        gpus = f"{req.gpus} GPUs" if req.gpus > 1 else "a GPU"
+        then = f"It needs {gpus}: {verify} on a machine with {gpus} and torch runs it there."
+    else:
+        then = f"{verify} runs it on a machine that has what it needs."
+    return f"{entry.id}'s repro cannot run here: {why}. {then}"
+
+
 def describe_environment(env: Environment) -> str:
     gpu = env.gpu
     where = (
@@ -132,6 +147,7 @@ class RunPanel(Vertical):
         self._lines: deque[str] = deque()
         self._flush_timer: Timer | None = None
         self._env_line = ""
+        self._cannot: str | None = None  # why the selected entry's repro cannot run here
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="run-bar"):
@@ -154,14 +170,22 @@ class RunPanel(Vertical):
     def run_log(self) -> TextView:
         return self.query_one("#run-log", TextView)
 
-    def set_target(self, entry: Entry | None) -> None:
-        """The selected entry: its last run is shown (the running one while one runs)."""
+    def set_target(self, entry: Entry | None, cannot: str | None = None) -> None:
+        """The selected entry: its last run is shown (the running one while one runs); cannot:
+        why its repro cannot run here (cannot_run_here's words), said where it has not run."""
         self.entry = entry
+        self._cannot = cannot
         if not self.running:
             self._show(entry.id if entry is not None else None)
         self.query_one("#run-start", Button).disabled = (
             self.running or entry is None or entry.repro is None
         )
+
+    def set_cannot(self, cannot: str | None) -> None:
+        """What is known of this machine changed: say again whether the selected entry's repro
+        can run here (its log is shown again only when that changed)."""
+        if cannot != self._cannot:
+            self.set_target(self.entry, cannot)
 
     def _show(self, entry_id: str | None) -> None:
         """Show entry_id's run (or that it has none) and name it above the log."""
@@ -175,6 +199,8 @@ class RunPanel(Vertical):
             lines = [Text("Select an entry: its repro's runs show here.", style="dim")]
         elif entry is not None and entry.repro is None:
             lines = [Text(f"{entry_id} has no repro to run.", style="dim")]
+        elif entry is not None and self._cannot is not None:
+            lines = [Text(self._cannot)]
         else:
             lines = [
                 Text(

@@ -19,6 +19,7 @@ from kb import (
     inspect_gpu,
     probe_torch,
     verify_entry,
+    verify_many,
 )
 
 
@@ -30,6 +31,23 @@ class Verifier:
     def probe_torch(self, python: str) -> tuple[str, str, str]:
         """(torch version, its CUDA, why not) as the repro interpreter sees them; seconds."""
         return probe_torch(python)
+
+    def cannot_run(self, entry: Entry, kb: KnowledgeBase, env: Environment) -> str | None:
+        """Why the entry's repro cannot run here, in kb verify's words ("no GPU: ...", "needs
+        torch, PYTHON cannot import torch"), or None when it can (or has none: the caller says
+        that). The trust a local entry needs is not asked here: the run asks it first. Starts
+        nothing and takes milliseconds: kb.verify_many skips an entry whose requirements this
+        machine does not meet before anything runs, and with its cancel already set starts
+        none of the others. The packages a repro names are checked when it runs (that asks the
+        interpreter, which takes seconds)."""
+        if entry.repro is None:
+            return None
+        stop = threading.Event()
+        stop.set()
+        (outcome,) = verify_many([entry], kb, env, python=env.python, trust=True, cancel=stop)
+        if outcome.status != "skipped":
+            return None
+        return outcome.detail or "this machine lacks what it needs"
 
     def verify_entry(
         self,

@@ -346,7 +346,10 @@ def test_cancel_kills_a_running_repro(fake_kb, gpu, no_gpu_env):
     run(go())
 
 
-def test_no_gpu_state_and_gpu_repro_is_skipped(fake_kb, no_gpu_env):
+def test_no_gpu_state_and_a_gpu_repro_is_not_offered(fake_kb, no_gpu_env):
+    """The header says what the machine lacks; f5 on a GPU entry says why its repro cannot run
+    (test_cannot_run_here.py has the rest)."""
+
     async def go():
         app = create_app(kb=fake_kb, environment=no_gpu_env, text=OOM_LOG)
         async with app.run_test(size=(100, 30)) as pilot:
@@ -354,12 +357,18 @@ def test_no_gpu_state_and_gpu_repro_is_skipped(fake_kb, no_gpu_env):
             status = app.query_one(MachineStatus)
             assert status.has_class("-no-gpu")
             line = str(status_line(status.environment, status.torch_known, 78))
-            assert line == "No NVIDIA GPU: no driver found · torch not installed: repros cannot run"
-            await run_repro(pilot)
+            assert line == (
+                "No NVIDIA GPU: no driver found · no torch: repros that need it cannot run"
+            )
+            await pilot.press("f5")
+            await pilot.pause(0.4)
+            assert not isinstance(app.screen, ConfirmScreen)
             panel = app.query_one(RunPanel)
-            await settle(pilot, until=lambda: panel.outcome is not None)
-            assert panel.outcome.status == "skipped"
-            assert banner(app).startswith("SKIPPED: no GPU: no NVIDIA driver?")
+            assert not panel.running and panel.outcome is None
+            assert any(
+                "fake-gpu-oom's repro cannot run here: no GPU" in str(n.message)
+                for n in app._notifications
+            )
 
     run(go())
 

@@ -144,9 +144,14 @@ def test_run_finished(snap_compare, fake_kb, no_gpu_env, size):
     assert snap_compare(app, terminal_size=size, run_before=still(run_it, until=run_shown))
 
 
-def test_no_gpu_skipped(snap_compare, fake_kb, no_gpu_env):
+def test_no_gpu_cannot_run(snap_compare, fake_kb, no_gpu_env):
+    """f5 on a GPU entry without a GPU: why it cannot run and what would let it, no question."""
     app = create_app(kb=fake_kb, environment=no_gpu_env, text=OOM_LOG)
-    assert snap_compare(app, terminal_size=(80, 24), run_before=still(run_it, until=run_shown))
+
+    def said(app) -> bool:
+        return any("cannot run here" in str(n.message) for n in app._notifications)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=still("f5", until=said))
 
 
 @pytest.mark.parametrize("size", SIZES)
