@@ -23,6 +23,7 @@ import argparse
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -99,6 +100,8 @@ TOP = 8
 WINDOW_LINES = 200  # around a matched line beyond the shown tail, each side
 BURST_KEYS = {"enter": "\n", "tab": "\t"}  # keys a paste holds besides printable ones
 QUIT_WAIT_S = 0.3  # how long quitting waits for a cancelled repro to end (then it goes anyway)
+FINISH_WRITING_S = 60.0  # how long the process waits, once the app has ended, for kb's caches
+SAY_WAITING_S = 0.3  # ...before saying that it waits
 
 
 class KbApp(App[int]):
@@ -146,6 +149,9 @@ class KbApp(App[int]):
         self._env_lock = threading.Lock()
         self._watch_gpu = watch_gpu and environment is None
         self._prewarm = prewarm
+        # The thread that loads the entries and opens the full-text index: both write into
+        # KB_HOME (the entries' cache, an index built in a temporary folder of its own)
+        self._writer: threading.Thread | None = None
         # A log read from a file or a pipe: looked up whole from `_log_path`, while the editor
         # shows its tail (`_area_tail`); once the editor's text differs from that, it is the input.
         self._log_path = log
@@ -233,7 +239,7 @@ class KbApp(App[int]):
     def _start_background(self) -> None:
         """After the first frame: the entries, the machine, the log; each in its own thread."""
         if self.kb is None:
-            self.background.start(self._load_kb, "kb")
+            self._writer = self.background.start(self._load_kb, "kb")
         else:
             self._kb_ready_now()
         if self._environment is None:
@@ -261,7 +267,26 @@ class KbApp(App[int]):
             return
         self._call_ui(self._kb_ready, engine, kb)
         if self._prewarm:
+            # Even after a quit: a lookup may be building the index now, and this waits for it
+            # (the engine builds it once, under its lock), so finish_writing covers that too.
             self._prewarm_index(engine)
+
+    def finish_writing(self, say: Callable[[str], None] | None = None) -> bool:
+        """Once the app has ended: wait for the entries' cache and the full-text index that
+        are being written into KB_HOME. They are written in a daemon thread, which the end of
+        the process stops wherever it is: quitting in the first seconds left the index's
+        temporary folder (index-<key>-XXXX) behind, half built. Waiting lets the writing
+        finish, so what is in KB_HOME is whole and named (kb removes a build's folder itself
+        when the build fails). say(text) is told when the wait is more than a moment. Whether
+        all was written (False after FINISH_WRITING_S)."""
+        writer = self._writer
+        if writer is None or not writer.is_alive():
+            return True
+        writer.join(SAY_WAITING_S)
+        if writer.is_alive() and say is not None:
+            say("kb: finishing the entries' cache and search index in KB_HOME before leaving…")
+        writer.join(FINISH_WRITING_S)
+        return not writer.is_alive()
 
     def notify(
         self,

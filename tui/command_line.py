@@ -91,4 +91,11 @@ def main(args: argparse.Namespace, make_app: Callable[..., App[int]]) -> int:
         # quit while a repro ran: what its cancel has not killed yet (a program that ignores
         # SIGTERM gets seconds of grace) dies now, not after kb has gone
         kill_child_groups()
+    finish = getattr(app, "finish_writing", None)
+    if finish is not None:  # what is being written into KB_HOME is finished, not cut short
+        try:
+            finish(lambda text: print(text, file=sys.stderr, flush=True))
+        except KeyboardInterrupt:  # the user's ctrl+c while it waited: said, not a traceback
+            print("kb: interrupted before the search index was finished", file=sys.stderr)
+            return 130
     return app.return_code or 0
