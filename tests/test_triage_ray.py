@@ -337,6 +337,80 @@ def test_an_actor_that_dies_loses_no_row(ray_local, tmp_path):
     assert _same(rows) == expected
 
 
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as fh:
+                kids = [int(x) for x in fh.read().split()]
+        except OSError:
+            continue
+        found += kids
+        todo += kids
+    return found
+
+
+def _named(pid: int, prefix: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().startswith(prefix)
+    except OSError:
+        return False
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_sigterm_ends_a_ray_run_as_ctrl_c_does_and_leaves_no_ray_behind(tmp_path):
+    """ray.init puts its own SIGTERM handler in place (exit at once, Ray's processes left to
+    their reaper); kb keeps its own: one line, rc 143, the actors and the local Ray stopped."""
+    _ray()
+    day = tmp_path / "day"
+    day.mkdir()
+    for i in range(30_000):  # enough that the run is still reading when the signal comes
+        (day / f"job-{i}.log").write_text(f"epoch {i}\n[rank0]: {ILLEGAL}\n")
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kb",
+            "triage",
+            str(day),
+            "--files",
+            "--out",
+            str(tmp_path / "t.duckdb"),
+            "--engine",
+            "ray",
+            "--workers",
+            "2",
+            "--quiet",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(_named(k, b"ray::_Triage") for k in _descendants(p.pid)):
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, "no actor started"
+            time.sleep(0.1)
+        ray_procs = _descendants(p.pid)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 143, err
+    assert out == "" and err.strip() == "kb triage: terminated"
+    deadline = time.monotonic() + 30
+    while [k for k in ray_procs if os.path.exists(f"/proc/{k}")]:
+        assert time.monotonic() < deadline, "Ray's processes outlived kb triage"
+        time.sleep(0.2)
+
+
 # ---------------------------------------------------------------- with a Ray Client server
 @pytest.mark.ray
 def test_a_ray_client_address_reaches_the_cluster(tmp_path):
