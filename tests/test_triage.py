@@ -354,7 +354,6 @@ def test_pool_gives_the_same_rows_in_the_same_order(logs):
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -4,7 +4,7 @@ what to do, where and when it failed) -> a DuckDB table or Parquet file, and a s
   discover.py   which paths are jobs
   triage.py     the per-job function (path -> row); never raises
   local.py      a process pool over this machine's cores (the default engine)
-  ray_engine.py the same function on Ray Data, for more than one machine (the only Ray import)
+  ray_engine.py the same function in Ray actors, for more than one machine (the only Ray import)
   store.py      DuckDB: the table, the faulty-node view, the summary's SQL (the only DuckDB import)
   meta.py       the scheduler's job records (--meta jobs.csv): GPUs, start, end, user
   summary.py    the summary as Rich tables

@@ -3,8 +3,9 @@ the run goes on (a job can never hang a fleet run).
 
 The clock is the process's interval timer (SIGALRM): it interrupts a read that waits forever as
 well as a loop that runs long, in a worker process (or in `kb triage` itself with one worker),
-where the job runs on the main thread. Where it cannot be set (another thread, a platform
-without setitimer: Ray's actors), the job runs without it, and the other bounds still hold:
+where the job runs on the main thread, and in a Ray actor (kb.fleet.ray_engine runs its jobs
+there on the main thread too). Where it cannot be set (another thread, a platform without
+setitimer), the job runs without it, and the other bounds still hold:
 links never lead out of a job's folder, no FIFO, device or /proc file is opened, tarballs and
 folders are bounded (kb.fleet.tarball, kb.job.inputs).
 """
