@@ -74,6 +74,7 @@ def machine(kind: str):
             "Install torch there, or run `kb verify fake-gpu-oom` on a machine that has it.",
         ),
     ],
+    ids=["no-gpu-no-torch", "no-gpu-cpu-torch", "gpu-no-torch"],
 )
 def test_f5_says_why_a_repro_cannot_run_here_instead_of_offering_to_run_it(
     fake_kb, kind, header, why, then
