@@ -160,8 +160,14 @@ def ensure_index(kb: KnowledgeBase, force: bool = False) -> tuple[Path, bool]:
             fd, tmp = tempfile.mkstemp(dir=root, prefix=".pointer-")
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(new.name)
-            os.replace(tmp, _pointer(key))
         except BaseException:
+            shutil.rmtree(new, ignore_errors=True)
+            raise
+        # Past this point the folder is whole: an interrupt must not remove one a pointer names.
+        try:
+            os.replace(tmp, _pointer(key))
+        except OSError:
+            os.unlink(tmp)
             shutil.rmtree(new, ignore_errors=True)
             raise
     _collect(root)
