@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
@@ -32,12 +33,7 @@ class ShippedCaches(BuildHookInterface):
             return
         out = tempfile.mkdtemp(prefix="kb-shipped-")
         self._out = out
-        env = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", "PYTHONPATH")}
-        env.update(
-            PYTHONPATH=self.root,
-            KB_HOME=os.path.join(out, "state"),  # nothing is kept there; never the user's
-            PYTHONDONTWRITEBYTECODE="1",  # no __pycache__ left in the checkout by a build
-        )
+        env = child_env(self.root, out, os.environ)
         done = subprocess.run(
             [sys.executable, os.path.join(self.root, "hatch_build.py"), out],
             cwd=self.root,
@@ -69,6 +65,21 @@ class ShippedCaches(BuildHookInterface):
         out = getattr(self, "_out", None)
         if out:
             shutil.rmtree(out, ignore_errors=True)
+
+
+def child_env(root: str, out: str, parent: Mapping[str, str]) -> dict[str, str]:
+    """The environment the cache builder runs in: the build's own, with the checkout first on
+    the path. pip's isolated build environment reaches its packages (hatchling, pyyaml, whoosh)
+    through PYTHONPATH, where a sitecustomize adds them: replacing it instead of extending it
+    made every `pip install .` fail with "No module named 'hatchling'"."""
+    env = {k: v for k, v in parent.items() if k != "KB_PATH"}
+    inherited = parent.get("PYTHONPATH", "")
+    env.update(
+        PYTHONPATH=os.pathsep.join(p for p in (root, inherited) if p),
+        KB_HOME=os.path.join(out, "state"),  # nothing is kept there; never the user's
+        PYTHONDONTWRITEBYTECODE="1",  # no __pycache__ left in the checkout by a build
+    )
+    return env
 
 
 def build(out: str) -> list[str]:

@@ -273,3 +273,21 @@ def test_a_shipped_cache_others_can_write_is_refused_and_said(installed, tmp_pat
     assert "refused the cache shipped with kb" in out.stderr
     assert "writable by group and others" in out.stderr
     assert list((tmp_path / "home").glob("entries-*.pickle"))
+
+
+def test_the_cache_builder_keeps_the_build_environments_path():
+    """pip's isolated build reaches hatchling and kb's build dependencies through PYTHONPATH:
+    the builder's child keeps it behind the checkout (`pip install .` failed with "No module
+    named 'hatchling'" when it was replaced)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hatch_build", REPO / "hatch_build.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    parent = {"PYTHONPATH": "/tmp/pip-build-env-x/site", "KB_PATH": "/mine", "HOME": "/root"}
+    env = hook.child_env("/src/kb", "/tmp/out", parent)
+    assert env["PYTHONPATH"] == os.pathsep.join(["/src/kb", "/tmp/pip-build-env-x/site"])
+    assert "KB_PATH" not in env and env["HOME"] == "/root"
+    assert env["KB_HOME"] == os.path.join("/tmp/out", "state")
+    assert hook.child_env("/src/kb", "/tmp/out", {})["PYTHONPATH"] == "/src/kb"
