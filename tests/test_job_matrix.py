@@ -83,3 +83,26 @@ def test_the_matrix_is_whole():
     ]
     missing += [] if "w16-ep-stall" in names else ["w16-ep-stall"]
     assert not missing
+
+
+# ---------------------------------------------------------------- the same harness on NCCL
+# Jobs of scripts/jobs/matrix/nccl_matrix.sh on two H200s (2026-11-29, NCCL 2.28.9, torch
+# 2.11.0+cu130; env.txt, SCORE.txt): dumps written by NCCL's own Flight Recorder on a timeout.
+MATRIX_NCCL = REPO / "tests" / "fixtures" / "jobs" / "matrix-nccl"
+NCCL_JOBS = sorted(p.parent for p in MATRIX_NCCL.glob("*/truth.json"))
+
+
+@pytest.mark.parametrize("job", NCCL_JOBS, ids=[j.name for j in NCCL_JOBS])
+def test_nccl_jobs_name_exactly_their_injected_ranks(job, engine):
+    truth = _truth(job)
+    assert truth["backend"] == "nccl"
+    view = lookup_paths(engine, [str(job / "run")]).job
+    assert view is not None, "not read as a job"
+    assert sorted({r.rank for r in view.roots}) == sorted(truth["expected_roots"]), view.summary
+    assert view.root is not None and view.root.rank in truth["expected_roots"]
+
+
+def test_the_nccl_device_assert_job_is_named_by_its_kernel_assertion(engine):
+    jl = lookup_paths(engine, [str(MATRIX_NCCL / "nccl-w2-world-cuda_assert-1" / "run")])
+    assert jl.job is not None and jl.job.root.rank == 1
+    assert jl.result.best is not None and jl.result.best.id == "cuda-device-side-assert"
