@@ -839,7 +839,7 @@ def _log_desync(verdicts: list[_Working], ranks, coll: Collectives) -> _Decision
             # a rank the evidence shows waiting for the missing ones, with no failure of its own
             if v.rank in found.waiting and v.role == "unknown" and v.cause == "none":
                 v.role, v.part = "consequence", Part.WAITED
-                v.reason = f"waited for {_ranks_text(found.missing)}"
+                v.reason = f"waited for {ranks_text(found.missing)}"
         return _Decision(
             verdicts, root, "desync", _desync_summary(found, verdicts), roots, found, victim
         )
@@ -901,7 +901,8 @@ def _who(v: _Working) -> str:
     )
 
 
-def _ranks_text(rs: list[int]) -> str:
+def ranks_text(rs: list[int]) -> str:
+    """ "rank 3", or "ranks 0-6, 9" (spans, counted past a few)."""
     if not rs:
         return "no other rank"
     return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ranges(rs)
@@ -978,7 +979,7 @@ def _multi_summary(
     s = f"{len(roots)} roots: " + "; ".join(parts)
     waited = sorted(v.rank for v in verdicts if v.rank is not None and v.role == "consequence")
     if waited:
-        s += f"; {_ranks_text(waited)} only waited or were stopped"
+        s += f"; {ranks_text(waited)} only waited or were stopped"
     return s
 
 
@@ -1018,7 +1019,7 @@ def _desync_summary(
         return f"desync at {coll}: {d.detail}"
     if all_waiting or not d.missing:
         return (
-            f"desync: {_ranks_text(d.waiting)} all timed out in {coll}; no rank is "
+            f"desync: {ranks_text(d.waiting)} all timed out in {coll}; no rank is "
             "missing from it, which points at the interconnect or at ranks outside these logs"
         )
     by = {
@@ -1030,13 +1031,12 @@ def _desync_summary(
     }[d.by]
     if d.by == "store-barrier":
         return (
-            f"desync: {_ranks_text(d.missing)} "
-            f"never joined the process group; {_ranks_text(d.waiting)} waited in "
+            f"desync: {ranks_text(d.missing)} "
+            f"never joined the process group; {ranks_text(d.waiting)} waited in "
             f"init_process_group's store-based barrier (by {by})"
         )
     timed = {v.rank for v in verdicts if v.cause == "timeout"}
     waited = "timed out waiting" if set(d.waiting) <= timed or not d.waiting else "waited"
     return (
-        f"desync: {_ranks_text(d.missing)} {verb} {coll}; {_ranks_text(d.waiting)} {waited} "
-        f"(by {by})"
+        f"desync: {ranks_text(d.missing)} {verb} {coll}; {ranks_text(d.waiting)} {waited} (by {by})"
     )

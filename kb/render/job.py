@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from kb.job.analyze import ranges
+from kb.job.analyze import ranges, ranks_text
 from kb.job.lookup import JobLookup, display_path
 from kb.job.view import JobKind, JobView, Part, RankVerdict, Role, RootRank
 from kb.knowledge.base import KnowledgeBase
@@ -161,11 +161,7 @@ def _whose(vs: Sequence[RootRank]) -> str:
     hosts and the launcher by name."""
     ranks = [v.rank for v in vs if v.rank is not None]
     named = [_who_rank(v.rank, v.host) for v in vs if v.rank is None]
-    if len(ranks) == 1:
-        named.insert(0, f"rank {ranks[0]}")
-    elif ranks:
-        named.insert(0, "ranks " + ranges(ranks))
-    return ", ".join(named)
+    return ", ".join(([ranks_text(ranks)] if ranks else []) + named)
 
 
 def _who_rank(rank: int | None, host: str | None) -> str:
