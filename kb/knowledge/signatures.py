@@ -38,6 +38,10 @@ LOCAL_REGEX_TRIES = 8  # stalled searches tried again at most this often (bounds
 CASELESS_MIN_LITERAL = 20  # a wording this long is unambiguous in any case
 CUT_MIN = 10  # a line ending in this many characters of a literal was cut inside it
 CUT_WORDS = 7  # a line ending in this many words of a literal was cut after them
+# Lines an index reads before it gates its unfiled signatures with one Hyperscan pass
+# (kb.knowledge.literal_gate): a long log or a warm engine reads many more and wins the ~7 ms
+# compile back; a one-line lookup never pays it.
+GATE_AFTER = 256
 # Exception classes and "CUDA error:" heads say nothing about which error it is.
 _GENERIC_HEAD = re.compile(
     r"^(?:\s*(?:[\w.]*(?:error|exception|warning|assert)\w*|cuda error|hip error)\s*:?)+\s*"
@@ -122,6 +126,8 @@ class SignatureIndex:
         self._compiled: dict[tuple[str, bool, bool], Any] = {}
         self.warnings: list[str] = []
         self._timed_out: set[tuple[str, str]] = set()
+        self._lines = 0
+        self._gate: Any = None  # kb.knowledge.literal_gate.LiteralGate, from GATE_AFTER lines on
 
     @property
     def cuts(self) -> dict[str, list[tuple[Entry, Signature, str]]]:
@@ -187,7 +193,7 @@ class SignatureIndex:
     def candidates(self, line: str) -> list[Pair]:
         # dict.fromkeys, not set: the order of the words in the line, the same in every process.
         words = dict.fromkeys(_WORD.findall(line))
-        out = list(self.always)
+        out = self._unfiled(line)
         for w in words:
             got = self.by_word.get(w)
             if got:
@@ -198,6 +204,20 @@ class SignatureIndex:
                 if got:
                     out.extend(got)
         return out
+
+    def _unfiled(self, line: str) -> list[Pair]:
+        """The signatures filed under no word, less those whose literals the gate finds
+        missing from the line (all of them before the gate is built, or where it cannot say)."""
+        gate = self._gate
+        if gate is None:
+            self._lines += 1
+            if self._lines < GATE_AFTER:
+                return list(self.always)
+            from kb.knowledge.literal_gate import LiteralGate
+
+            gate = self._gate = LiteralGate(self.always)
+        got = gate.admitted(line) if gate.usable else None
+        return list(self.always) if got is None else got
 
     def match_line(self, line: str, line_number: int = 1, count: int = 1) -> list[Hit]:
         hits = []
