@@ -1,6 +1,7 @@
 """How long the TUI takes to list every entry, against a bare Textual app listing as many rows.
 
-    python scripts/bench_tui.py [--runs N] [--size COLSxROWS] [--profile {warm,fresh,floor}]
+    python scripts/bench_tui.py [--runs N] [--size COLSxROWS] [--compare CHECKOUT]
+                                [--no-bytecode-cache] [--profile {warm,fresh,floor}]
 
 Each run is a new process, headless (Textual's `App.run_test`), timed from just before the
 process is started to the moment its list holds every entry and that frame has been drawn:
@@ -18,7 +19,17 @@ and, once it holds every row, waits for the next refresh and reports time.time()
 nothing after the fill is counted. The three kinds run interleaved, the order rotating each run;
 the figures are medians of the runs, wall and CPU, each also as a ratio to the floor.
 
---profile KIND runs that kind once under cProfile and prints the top of it (cumulative).
+Bytecode: every child runs with its compiled modules cached (PYTHONPYCACHEPREFIX, a folder of
+the run's own, filled by untimed runs first), as an installed kb or a checkout's __pycache__ has
+them. With PYTHONDONTWRITEBYTECODE set and no cache, the checkout's modules (kb/, tui/) are
+compiled from source at every start while Textual's come compiled: --no-bytecode-cache measures
+that state (the environment as it is).
+
+--compare CHECKOUT times the TUI of another checkout (e.g. `git archive REV | tar -x -C DIR`)
+in the same runs, interleaved, as warm@other and fresh@other: before and after under one load.
+
+--profile KIND runs that kind once under cProfile and prints the top of it (cumulative; the main
+thread only).
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ("floor", "warm", "fresh")
+CHILD_KINDS = ("floor", "warm", "fresh", "warm@other", "fresh@other")
 
 
 # ------------------------------------------------------------------ the child
@@ -63,8 +75,7 @@ def child(kind: str, expect: int, size: tuple[int, int], profile: str | None) ->
         app: object = Floor()
         widget = "#results"
     else:
-        sys.path.insert(0, REPO)
-        from tui.app import create_app
+        from tui.app import create_app  # the checkout's: PYTHONPATH names it
 
         app = create_app(prewarm=True)
         widget = "#results"
@@ -97,15 +108,31 @@ def child(kind: str, expect: int, size: tuple[int, int], profile: str | None) ->
 
 
 # ------------------------------------------------------------------ the parent
-def run_child(
-    kind: str, expect: int, home: str, size: str, profile: bool = False
-) -> dict[str, float]:
-    env = dict(os.environ, KB_HOME=home, PYTHONPATH=REPO)
+def child_env(home: str, repo: str, pycache: str | None) -> dict[str, str]:
+    env = dict(os.environ, KB_HOME=home, PYTHONPATH=repo)
     env.pop("KB_PATH", None)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--expect", str(expect)]
-    cmd += ["--size", size] + (["--profile", kind] if profile else [])
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
+    return env
+
+
+def run_child(
+    kind: str,
+    expect: int,
+    home: str,
+    size: str,
+    repo: str = REPO,
+    pycache: str | None = None,
+    profile: bool = False,
+) -> dict[str, float]:
+    env = child_env(home, repo, pycache)
+    child_kind = kind.split("@")[0]
+    script = os.path.abspath(__file__)
+    cmd = [sys.executable, script, "--child", child_kind, "--expect", str(expect)]
+    cmd += ["--size", size] + (["--profile", child_kind] if profile else [])
     t0 = time.time()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=repo)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise SystemExit(f"{kind} run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -114,16 +141,19 @@ def run_child(
     return out
 
 
-def count_and_warm(home: str) -> int:
+def count_and_warm(home: str, repo: str, pycache: str | None) -> int:
     """Warm KB_HOME as a user's would be (entry cache, full-text index) and count the entries."""
     code = (
         "import kb; e = kb.Engine(); e.lookup('warm up the full text index', top=1); "
         "print(len(e.knowledge.entries))"
     )
-    env = dict(os.environ, KB_HOME=home, PYTHONPATH=REPO)
-    env.pop("KB_PATH", None)
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=REPO
+        [sys.executable, "-c", code],
+        env=child_env(home, repo, pycache),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=repo,
     )
     return int(out.stdout.split()[-1])
 
@@ -132,6 +162,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--size", default="120x40")
+    ap.add_argument("--compare", metavar="CHECKOUT", help="another checkout's TUI, interleaved")
+    ap.add_argument("--no-bytecode-cache", action="store_true")
     ap.add_argument("--profile", choices=KINDS)
     ap.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
@@ -143,48 +175,66 @@ def main() -> None:
 
     root = tempfile.mkdtemp(prefix="bench-tui-")
     try:
-        warm_home = os.path.join(root, "warm")
-        os.makedirs(warm_home)
-        expect = count_and_warm(warm_home)
-        run_child("warm", expect, warm_home, args.size)  # once more: the TUI's own writes
+        pycache = None if args.no_bytecode_cache else os.path.join(root, "pycache")
+        kinds = KINDS + (("warm@other", "fresh@other") if args.compare else ())
+        repos = {k: os.path.abspath(args.compare) if "@" in k else REPO for k in kinds}
+        warm_homes: dict[str, str] = {}
+        counts = set()
+        for repo in sorted(set(repos.values())):
+            warm_homes[repo] = os.path.join(root, f"warm-{len(warm_homes)}")
+            os.makedirs(warm_homes[repo])
+            counts.add(count_and_warm(warm_homes[repo], repo, pycache))
+        if len(counts) != 1:
+            raise SystemExit(f"the checkouts list different numbers of entries: {counts}")
+        expect = counts.pop()
 
         def home_for(kind: str, i: int) -> str:
-            if kind == "warm":
-                return warm_home
+            if kind.startswith("warm"):
+                return warm_homes[repos[kind]]
             fresh = os.path.join(root, f"{kind}-{i}")
             os.makedirs(fresh)
             return fresh
 
+        for kind in kinds:  # untimed: the TUI's own writes into the warm homes, the bytecode
+            run_child(kind, expect, home_for(kind, -1), args.size, repos[kind], pycache)
+
         if args.profile:
-            out = run_child(args.profile, expect, home_for(args.profile, 0), args.size, True)
+            kind = args.profile
+            home = home_for(kind, 0)
+            out = run_child(kind, expect, home, args.size, REPO, pycache, profile=True)
             print(
                 f"{args.profile}: wall {out['wall'] * 1000:.0f} ms, cpu {out['cpu'] * 1000:.0f} ms"
             )
             print(out["profile"])
             return
 
-        got: dict[str, list[dict[str, float]]] = {k: [] for k in KINDS}
+        got: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
         for i in range(args.runs):
-            order = KINDS[i % 3 :] + KINDS[: i % 3]
-            for kind in order:
-                got[kind].append(run_child(kind, expect, home_for(kind, i), args.size))
+            r = i % len(kinds)
+            for kind in kinds[r:] + kinds[:r]:
+                home = home_for(kind, i)
+                got[kind].append(run_child(kind, expect, home, args.size, repos[kind], pycache))
         load = os.getloadavg()[0]
         print(
             f"TUI entry list filled, {expect} entries, {args.runs} runs each, interleaved, "
-            f"headless {args.size}; medians (load average now {load:.1f}, "
-            f"{time.strftime('%Y-%m-%d')})"
+            f"headless {args.size}, bytecode {'not ' if pycache is None else ''}cached; "
+            f"medians (load average now {load:.1f}, {time.strftime('%Y-%m-%d %H:%M')})"
         )
+        if args.compare:
+            print(f"@other: {repos['warm@other']}")
         med = {
             k: {m: statistics.median(r[m] for r in v) for m in ("wall", "cpu", "import_wall")}
             for k, v in got.items()
         }
         floor = med["floor"]
-        print(f"{'':8}{'wall ms':>9}{'cpu ms':>9}{'import ms':>11}{'wall x':>8}{'cpu x':>7}  walls")
-        for k in KINDS:
+        print(
+            f"{'':12}{'wall ms':>9}{'cpu ms':>9}{'import ms':>11}{'wall x':>8}{'cpu x':>7}  walls"
+        )
+        for k in kinds:
             m = med[k]
             walls = " ".join(f"{r['wall'] * 1000:.0f}" for r in got[k])
             print(
-                f"{k:8}{m['wall'] * 1000:9.0f}{m['cpu'] * 1000:9.0f}{m['import_wall'] * 1000:11.0f}"
+                f"{k:12}{m['wall'] * 1000:9.0f}{m['cpu'] * 1000:9.0f}{m['import_wall'] * 1000:11.0f}"
                 f"{m['wall'] / floor['wall']:8.2f}{m['cpu'] / floor['cpu']:7.2f}  {walls}"
             )
     finally:
