@@ -118,3 +118,24 @@ def test_matches_reference_dump():
     for section in ("runtime", "driver"):
         for value, entry in ref[section].items():
             assert ours[section].get(value) == entry, (section, value)
+
+
+def test_distinctive_texts_are_found_through_their_words():
+    """A long CUDA message text anywhere in a line names its code: filed under a word it holds
+    whole, it is found wherever the plain `in` test over every text would find it."""
+    from kb.knowledge import wrappers as W
+
+    texts = W._distinctive_texts()
+    assert len(texts) > 50
+
+    def every(low):
+        return next((info for text, info in texts if text in low), None)
+
+    lines = []
+    for text, _info in texts:
+        lines += [text, f"error: {text} (at kernel.cu:12)", f"x{text}y", text[:-2], text[1:]]
+    for low in lines:
+        assert W._distinctive(low) is every(low), low
+    assert W._distinctive("an illegal memory access was encountered").name == (
+        "cudaErrorIllegalAddress"
+    )

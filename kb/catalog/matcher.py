@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from kb.model.record import record
 
@@ -103,8 +104,10 @@ class _Literal:
     @property
     def prefix(self) -> re.Pattern[str]:
         # Compiled on first use: only a line cut inside the template needs it, and a lookup in
-        # a new process compiles every candidate's regexes (re caches them after).
-        return re.compile(self.prefix_rx, re.IGNORECASE)
+        # a new process compiles every candidate's regexes. Kept in a cache of kb's own: re's
+        # holds 512 patterns, and a warm engine's catalog lines cycled through more, compiling
+        # the same ones again (~60 compiles a pass over kb's captured logs).
+        return _prefix_re(self.prefix_rx)
 
 
 @record
@@ -114,6 +117,11 @@ class _Compiled:
     lead_holes: int  # holes at the template's start
     lead_glued: bool  # the first literal starts with no space after the leading hole
     total: int  # literal characters in the template
+
+
+@lru_cache(maxsize=8192)
+def _prefix_re(rx: str) -> re.Pattern[str]:
+    return re.compile(rx, re.IGNORECASE)
 
 
 def _pieces(text: str) -> list[str]:

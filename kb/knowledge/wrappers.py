@@ -204,10 +204,39 @@ def _distinctive_texts() -> tuple[tuple[str, cuda_codes.CodeInfo], ...]:
     return tuple((t, i) for t, i in _texts() if len(t) >= DISTINCTIVE_MIN and i.api == "runtime")
 
 
+@lru_cache(maxsize=1)
+def _distinctive_words() -> tuple[dict[str, list[int]], list[int], re.Pattern[str]]:
+    """Each distinctive text filed under one word it holds whole (spaces on both sides within
+    the text, so that word is a whole word of any line holding the text); texts with no such
+    word are tried on every line. Testing ~100 texts with `in` cost ~50 us a line."""
+    words = re.compile(r"\w+")
+    by_word: dict[str, list[int]] = {}
+    always: list[int] = []
+    for k, (text, _info) in enumerate(_distinctive_texts()):
+        inner = [
+            m.group(0)
+            for m in words.finditer(text)
+            if m.start() > 0 and m.end() < len(text) and len(m.group(0)) > 3
+        ]
+        if inner:
+            by_word.setdefault(max(inner, key=len), []).append(k)
+        else:
+            always.append(k)
+    return by_word, always, re.compile(r"\w{4,}")
+
+
 def _distinctive(low: str) -> cuda_codes.CodeInfo | None:
     """A long, unmistakable CUDA message text anywhere in the line ("an illegal memory access
     was encountered" quoted in prose, after another library's prefix...)."""
-    for text, info in _distinctive_texts():
+    texts = _distinctive_texts()
+    by_word, always, line_words = _distinctive_words()
+    maybe = set(always)
+    for w in set(line_words.findall(low)):
+        got = by_word.get(w)
+        if got:
+            maybe.update(got)
+    for k in sorted(maybe):
+        text, info = texts[k]
         if text in low:
             return info
     return None
