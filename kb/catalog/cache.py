@@ -178,14 +178,19 @@ class _Templates(list):
         self.offs.frombytes(ix.offsets)
         self.made: dict[int, Template] = {}
         self.mapping: dict[int, Mapping | None] = {}  # id(template) -> its mapping
+        # Heads read once: a warm engine meets the same common words' templates on most lines.
+        self.heads: dict[int, tuple[int, list[str]]] = {}
 
     def head(self, i: int) -> tuple[int, list[str]]:
         """How many of its head words a line must show, and those words."""
-        a = self.offs[i]
-        rec = self.ix.blob[a : self.offs[i + 1]]
-        t1 = rec.index(b"\t")
-        t2 = rec.index(b"\t", t1 + 1)
-        return int(rec[:t1]), rec[t1 + 1 : t2].decode().split()
+        got = self.heads.get(i)
+        if got is None:
+            a = self.offs[i]
+            rec = self.ix.blob[a : self.offs[i + 1]]
+            t1 = rec.index(b"\t")
+            t2 = rec.index(b"\t", t1 + 1)
+            got = self.heads[i] = (int(rec[:t1]), rec[t1 + 1 : t2].decode().split())
+        return got
 
     def __getitem__(self, i):
         t = self.made.get(i)
