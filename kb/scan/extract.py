@@ -156,6 +156,43 @@ class Scan:
     dropped_kinds: dict[str, int] = field(default_factory=dict)
 
 
+# Newlines are counted with StringZilla where it is installed (SIMD: ~4x bytes.count here, whose
+# loop over each byte checks a limit and is not vectorised), for spans long enough to pay for the
+# call; bytes.count otherwise. Both give the same count (tests/test_scan_paths.py).
+NATIVE_COUNT_MIN = 64 << 10
+_COUNT = None  # stringzilla.count, or False where it cannot be imported
+
+
+def newlines(data: bytes | bytearray, start: int = 0, end: int | None = None) -> int:
+    """data.count(b"\n", start, end), at SIMD speed for a long span where StringZilla is
+    installed (KB_NO_STRINGZILLA=1: never)."""
+    end = len(data) if end is None else end
+    if end - start >= NATIVE_COUNT_MIN:
+        global _COUNT
+        if _COUNT is None:
+            _COUNT = _native_count()
+        if _COUNT:
+            return _COUNT(data, b"\n", start, end)
+    return data.count(b"\n", start, end)
+
+
+def _native_count():
+    import os
+
+    if os.environ.get("KB_NO_STRINGZILLA"):
+        return False
+    try:
+        from stringzilla import count  # type: ignore[import-not-found, unused-ignore]
+    except Exception:  # not installed, or no wheel for this platform
+        return False
+    try:
+        if count(b"a\nb\n\n", b"\n", 1, 4) != 2:  # the signature this code relies on
+            return False
+    except Exception:
+        return False
+    return count
+
+
 def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
     while True:
         b = stream.read(size)
@@ -164,7 +201,7 @@ def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
         yield b
 
 
-def _looks_binary(first: bytes) -> bool:
+def _looks_binary(first: bytes | bytearray) -> bool:
     sample = first[:8192]
     if not sample:
         return False
@@ -209,7 +246,7 @@ class _Window:
     def add(
         self,
         number: int,
-        raw: bytes,
+        raw: bytes | bytearray,
         count: int = 1,
         after: bytes = b"",
         block: bytes = b"",
@@ -257,7 +294,10 @@ class _Window:
         return True
 
     def keep_middle(
-        self, number: int, raw: bytes, where: tuple[bytes, int, int] | None = None
+        self,
+        number: int,
+        raw: bytes | bytearray,
+        where: tuple[bytes | bytearray, int, int] | None = None,
     ) -> bool:
         """Keep an error-looking line between head and tail: in the middle while it has room,
         then only a failure line (with KEEP_FAILURES of room of its own). False: not kept."""
@@ -279,7 +319,7 @@ class _Window:
         target.append(ln)
         return True
 
-    def context(self, body: bytes, ls: int, le: int) -> tuple[tuple[int, str], ...]:
+    def context(self, body: bytes | bytearray, ls: int, le: int) -> tuple[tuple[int, str], ...]:
         """The traceback around body[ls:le] (kb.scan.context), while the budget lasts: the
         earliest tracebacks get it, and the root failure is the earliest."""
         if self.context_left <= 0:
@@ -296,7 +336,7 @@ class _Window:
 CUT = " [...]"  # ends a line kept short: its real end is unknown, so `$` must not match here
 
 
-def _text(raw: bytes) -> tuple[str, str]:
+def _text(raw: bytes | bytearray) -> tuple[str, str]:
     prefix, text = peel(raw[: KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))
     if len(text) > KEEP_LINE or len(raw) > KEEP_LINE * 2:
         return prefix, text[:KEEP_LINE] + CUT
@@ -309,7 +349,7 @@ def _key(rank: int | None, text: str):
     return text if rank is None else (rank, text)
 
 
-def _failure(raw: bytes) -> bool:
+def _failure(raw: bytes | bytearray) -> bool:
     """A line that reads as a failure of its own (kb.scan.triggers.FAILURE)."""
     from kb.scan import triggers
 
@@ -327,7 +367,7 @@ def _failure_text(text: str) -> bool:
 HYPERSCAN_MIN = 64 << 10  # below this, the pure-Python search costs less than calling Hyperscan
 
 
-def _trigger_offsets(body: bytes, triggers: Triggers) -> list[int]:
+def _trigger_offsets(body: bytes | bytearray, triggers: Triggers) -> list[int]:
     """Offsets in `body` where a trigger ends or starts (any offset inside the line does)."""
     return triggers.offsets(body, hyperscan=len(body) >= HYPERSCAN_MIN)
 
@@ -365,7 +405,9 @@ HEAD_BYTES = 2 * CHUNK  # at most this much of the start read in full waiting fo
 
 
 def scan(
-    chunks: Iterable[bytes], every_line: bool = False, triggers: Triggers | None = None
+    chunks: Iterable[bytes | bytearray],
+    every_line: bool = False,
+    triggers: Triggers | None = None,
 ) -> Scan:
     """The candidate lines of a log. Its start is read in full until the head window is full
     (or HEAD_BYTES have been read), and so is its last TAIL_BYTES, kept back until the input
@@ -387,7 +429,9 @@ def scan(
     carry = b""
     skip = 0  # leading bytes of carry whose triggers were handled already (a giant line goes on)
     binary = None
-    held: deque[tuple[bytes, int, int]] = deque()  # spans kept back: the last TAIL_BYTES or more
+    held: deque[tuple[bytes | bytearray, int, int]] = (
+        deque()
+    )  # spans kept back: the last TAIL_BYTES or more
     held_bytes = 0
     skimmed = 0
     head_read = 0  # bytes of the start read in full
@@ -404,7 +448,7 @@ def scan(
             line_no = _scan_body(body, line_no, win)
         held_bytes = 0
 
-    def hold(data: bytes, a: int, b: int) -> None:
+    def hold(data: bytes | bytearray, a: int, b: int) -> None:
         """Complete lines data[a:b] held back: read in full if they turn out to be among the
         last TAIL_BYTES, skimmed when newer ones push them out."""
         nonlocal line_no, held_bytes, skimmed
@@ -430,18 +474,18 @@ def scan(
                 cut = len(buf) - KEEP_LINE // 2
                 for a, b in _trigger_windows(buf, skip, cut, win.triggers):
                     win.add(line_no + 1, buf[a:b])
-                carry, skip = buf[cut - KEEP_LINE // 2 :], KEEP_LINE // 2
+                carry, skip = _bytes(buf, cut - KEEP_LINE // 2), KEEP_LINE // 2
             else:
-                carry = buf
+                carry = _bytes(buf)
             continue
         if skip or (not win.head_full and head_read < HEAD_BYTES):
             read_held()  # (none after the head; after a giant line, read already): in order
             buf = carry + chunk if carry else chunk
             end = buf.rfind(b"\n") + 1
-            line_no = _scan_body(buf[:end], line_no, win, skip, every_line)
+            line_no = _scan_body(_bytes(buf, 0, end), line_no, win, skip, every_line)
             head_read += end
             skip = 0
-            carry = buf[end:]
+            carry = _bytes(buf, end)
             continue
         # The line the last chunk cut, finished here; then this chunk's own complete lines.
         seam = carry + chunk[: first + 1] if carry else chunk[: first + 1]
@@ -449,7 +493,7 @@ def scan(
         last = chunk.rfind(b"\n") + 1
         if last > first + 1:
             hold(chunk, first + 1, last)
-        carry = chunk[last:]
+        carry = _bytes(chunk, last)
     read_held()
     if carry:
         _scan_body(carry + b"\n", line_no, win, skip)
@@ -465,7 +509,18 @@ def scan(
     )
 
 
-def _trigger_windows(data: bytes, lo: int, hi: int, triggers: Triggers) -> list[tuple[int, int]]:
+def _bytes(buf: bytes | bytearray, start: int = 0, end: int | None = None) -> bytes:
+    """buf[start:end] as bytes, copied once: a chunk may be a buffer the reader fills again
+    once it is let go (kb.scan.reader.ChunkReader), so nothing kept past a chunk refers to it,
+    and a body read in full must be bytes (its lines are hashed to fold repeats)."""
+    if type(buf) is bytes:
+        return buf[start:end]
+    return bytes(memoryview(buf)[start:end])
+
+
+def _trigger_windows(
+    data: bytes | bytearray, lo: int, hi: int, triggers: Triggers
+) -> list[tuple[int, int]]:
     """Windows of at most KEEP_LINE bytes around the trigger words found in data[lo:hi], each
     kept within one progress-bar update (carriage returns) and merged where they overlap; the
     first and last MAX_WINDOWS when there are more."""
@@ -519,13 +574,13 @@ def _scan_body(
     n = line_no
     prev = 0
     for ls, le, count in chosen:
-        n += body.count(b"\n", prev, ls)
+        n += newlines(body, prev, ls)
         prev = ls
         _emit(body, ls, le, n + 1, count, win, skip if ls == 0 else 0)
-    return n + body.count(b"\n", prev)
+    return n + newlines(body, prev)
 
 
-def _steps(body: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+def _steps(body: bytes | bytearray, start: int, end: int) -> Iterator[tuple[int, int]]:
     """body[start:end] (whole lines) in spans of about STEP bytes, each ending at a line end."""
     a = start
     while a < end:
@@ -609,23 +664,37 @@ def _keep_errorish_in_steps(
 ) -> tuple[int, int]:
     """_keep_errorish over body[start:end], a STEP at a time (the offsets of one step are held
     at a time, not a whole tail's): (lines kept, failure lines not kept for want of room)."""
-    kept = lost = 0
-    n = line_no + body.count(b"\n", 0, start)  # lines before `start`
-    for a, b in _steps(body, start, end):
-        k, f = _keep_errorish(body, a, b, n, win, counted_from=a)
-        kept, lost = kept + k, lost + f
-        n += body.count(b"\n", a, b)
+    n = line_no + newlines(body, 0, start)  # lines before `start`
+    _, kept, lost = _search_steps(body, start, end, n, win)
     return kept, lost
 
 
-def _errorish_offsets(body: bytes, start: int, end: int, triggers: Triggers) -> Iterable[int]:
+def _search_steps(
+    body: bytes | bytearray, start: int, end: int, n: int, win: _Window
+) -> tuple[int, int, int]:
+    """_keep_errorish over body[start:end] (whole lines), a STEP at a time, `n` lines before
+    `start`: (lines before `end`, lines kept, failure lines not kept for want of room). Each
+    step is counted and searched while it is in the CPU's cache (one read of it from memory,
+    not one per pass); a step ends at a line end, and no pattern spans a line break, so the
+    lines found are those a search of the whole would find."""
+    kept = lost = 0
+    for a, b in _steps(body, start, end):
+        k, f = _keep_errorish(body, a, b, n, win, counted_from=a)
+        kept, lost = kept + k, lost + f
+        n += newlines(body, a, b)
+    return n, kept, lost
+
+
+def _errorish_offsets(
+    body: bytes | bytearray, start: int, end: int, triggers: Triggers
+) -> Iterable[int]:
     """Offsets inside each error-looking line of body[start:end], in order (a line may come
     more than once). Hyperscan for a big region (Python's re reads ~100 MB/s here)."""
     return triggers.errorish_offsets(body, start, end, hyperscan=end - start >= HYPERSCAN_MIN)
 
 
 def _keep_errorish(
-    body: bytes,
+    body: bytes | bytearray,
     start: int,
     end: int,
     line_no: int,
@@ -652,7 +721,7 @@ def _keep_errorish(
             last = ls
             le = body.find(b"\n", pos)
             le = le if le != -1 else len(body)
-            n += body.count(b"\n", prev, ls)
+            n += newlines(body, prev, ls)
             prev = ls
             kept += win.keep_middle(n + 1, body[ls:le], (body, ls, le))
             if win.middle_full:
@@ -671,7 +740,7 @@ def _keep_errorish(
         if win.closed:
             lost += 1  # counted, so that the cap says it dropped failure lines
             continue
-        n += body.count(b"\n", prev, ls)
+        n += newlines(body, prev, ls)
         prev = ls
         if win.keep_middle(n + 1, body[ls:le], (body, ls, le)):
             kept += 1
@@ -680,31 +749,17 @@ def _keep_errorish(
     return kept, lost
 
 
-def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tuple[int, int]:
+def _skim(
+    data: bytes | bytearray, start: int, end: int, line_no: int, win: _Window
+) -> tuple[int, int]:
     """Lines data[start:end] in the middle of a long log, read only for error-looking lines
     (kept while the middle has room): (the new line count, how many lines were read this way
-    and not kept). Hyperscan's search runs in a second thread (it releases the GIL) while this
-    one counts the lines: the two passes over the bytes take the time of one."""
-    hs = not win.middle_full and end - start >= HYPERSCAN_MIN
-    if not hs or win.triggers.database("errorish") is None:
-        lines = data.count(b"\n", start, end)
-        kept, lost = _keep_errorish(data, start, end, line_no, win, counted_from=start)
-        win.kinds["failure"] += lost
-        return line_no + lines, lines - kept
-    import threading  # only for a log long enough to be skimmed
-
-    found: list[list[int]] = []
-    worker = threading.Thread(
-        target=lambda: found.append(win.triggers.errorish_offsets(data, start, end, True)),
-        daemon=True,
-    )
-    worker.start()
-    lines = data.count(b"\n", start, end)
-    worker.join()
-    offsets = found[0] if found else None  # None: the search failed there; it runs again here
-    kept, lost = _keep_errorish(data, start, end, line_no, win, start, offsets)
+    and not kept). A STEP at a time, counted and searched in one thread (_search_steps): a
+    second thread running the search beside the count took the time of one pass, but cost
+    more CPU than both in turn, each reading the bytes from memory again."""
+    n, kept, lost = _search_steps(data, start, end, line_no, win)
     win.kinds["failure"] += lost
-    return line_no + lines, lines - kept
+    return n, n - line_no - kept
 
 
 def _emit(body: bytes, ls: int, le: int, number: int, count: int, win: _Window, skip: int) -> None:

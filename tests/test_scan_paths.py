@@ -1,0 +1,211 @@
+"""The log scan's paths give the same lines whichever way the bytes come.
+
+A log read from a pipe (into buffers the reader fills again once the scan lets them go), from a
+file, or given as a list of chunks; its middle searched a step at a time at any step size; its
+newlines counted natively or with bytes.count: the lines kept, their numbers and counts, the
+skimmed and dropped counts are the same.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+
+import pytest
+
+import kb.scan.extract as extract
+from kb.scan.reader import ChunkReader, read_scan
+
+
+def _log(mib: float, seed: int = 7) -> bytes:
+    """A long log: noise, repeated warnings, error-looking and failure lines spread through it
+    (some in the skimmed middle), a long carriage-return line, the root error near the end."""
+    rnd = random.Random(seed)
+    out = []
+    size = 0
+    step = 0
+    while size < mib * (1 << 20):
+        step += 1
+        r = rnd.random()
+        if r < 0.001:
+            line = f"[rank{step % 4}]: RuntimeError: worker {step} stopped: bad value {step}\n"
+        elif r < 0.002:
+            line = f"ValueError: batch {step} has NaN\n"
+        elif r < 0.003:
+            line = "Killed\n"
+        elif r < 0.02:
+            line = "  warnings.warn('the given NumPy array is not writable')\n"
+        elif r < 0.03:
+            line = "\r".join(f"Epoch 1: {i}%|####| {i}/100 [00:01<00:02]" for i in range(40))
+            line += "\n"
+        else:
+            line = f"step {step} loss {rnd.random():.4f} lr 3e-4 tokens/s {rnd.randrange(9999)}\n"
+        out.append(line)
+        size += len(line)
+    out.append(
+        'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+        "    loss.backward()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "step done\n"
+    )
+    return "".join(out).encode()
+
+
+_BIG: list[bytes] = []
+
+
+def _big() -> bytes:
+    if not _BIG:
+        _BIG.append(_log(40, seed=9))
+    return _BIG[0]
+
+
+def _summary(s):
+    return (
+        [(ln.number, ln.text, ln.count, ln.rank, ln.context) for ln in s.lines],
+        s.total_lines,
+        s.total_bytes,
+        s.skimmed,
+        s.dropped,
+        s.dropped_kinds,
+        s.binary,
+    )
+
+
+def _piped(data: bytes, size: int | None = None):
+    r, w = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(w, "wb") as fh:
+            fh.write(data)
+
+    t = threading.Thread(target=write)
+    t.start()
+    with os.fdopen(r, "rb") as fh:
+        reader = ChunkReader(fh, "<pipe>", size)
+        s = extract.scan(reader)
+        s.warnings.extend(reader.warnings)
+    t.join()
+    return s
+
+
+@pytest.fixture(params=["hyperscan", "no-hyperscan"])
+def engine_mode(request, monkeypatch):
+    if request.param == "no-hyperscan":
+        monkeypatch.setenv("KB_NO_HYPERSCAN", "1")
+    else:
+        pytest.importorskip("hyperscan")
+    return request.param
+
+
+def _small(monkeypatch) -> None:
+    """Windows small enough that a 3 MiB log has a head, a skimmed middle and a tail."""
+    monkeypatch.setattr(extract, "TAIL_BYTES", 256 << 10)
+    monkeypatch.setattr(extract, "HEAD_BYTES", 256 << 10)
+    monkeypatch.setattr(extract, "KEEP_HEAD", 40)
+    monkeypatch.setattr(extract, "KEEP_TAIL", 80)
+    monkeypatch.setattr(extract, "KEEP_MIDDLE", 10)
+
+
+def test_pipe_file_and_chunks_give_the_same_scan(tmp_path, monkeypatch, engine_mode):
+    _small(monkeypatch)
+    data = _log(3)
+    path = tmp_path / "train.log"
+    path.write_bytes(data)
+    size = 64 << 10  # many chunks: the pipe's buffers are used again many times
+    piped = _piped(data, size)
+    with open(path, "rb") as fh:
+        reader = ChunkReader(fh, str(path), size)
+        filed = extract.scan(reader)
+    listed = extract.scan([data[i : i + size] for i in range(0, len(data), size)])
+    assert piped.skimmed > 0 and piped.total_lines == data.count(b"\n")
+    assert any("illegal memory access" in ln.text for ln in piped.lines)
+    assert _summary(piped) == _summary(filed) == _summary(listed)
+
+
+def test_the_middle_gives_the_same_lines_at_any_step(monkeypatch, engine_mode):
+    _small(monkeypatch)
+    data = _log(3, seed=11)
+    chunks = [data[i : i + (64 << 10)] for i in range(0, len(data), 64 << 10)]
+    got = []
+    for step in (1 << 20, 96 << 10, 3000):
+        monkeypatch.setattr(extract, "STEP", step)
+        got.append(_summary(extract.scan(chunks)))
+    assert got[0][3] > 0  # lines were skimmed
+    assert got[0] == got[1] == got[2]
+
+
+def test_a_chunk_still_held_is_never_written_over():
+    """The reader fills a buffer again only once nothing refers to it: chunks kept by the
+    caller keep their bytes while later ones are read."""
+    data = random.Random(3).randbytes(1 << 20)
+    r, w = os.pipe()
+    t = threading.Thread(target=lambda: os.fdopen(w, "wb").write(data))
+    t.start()
+    kept = []
+    with os.fdopen(r, "rb") as fh:
+        for chunk in ChunkReader(fh, "<pipe>", 32 << 10):
+            kept.append((chunk, bytes(chunk)))  # the chunk itself, and a copy of it then
+            if len(kept) > 5:
+                kept.pop(0)  # let the oldest go: its buffer may be used again
+            for held, copy in kept:
+                assert held == copy
+    t.join()
+    assert b"".join(c for _, c in kept) == data[-len(b"".join(c for _, c in kept)) :]
+
+
+def test_a_pipe_reads_every_byte_into_reused_buffers():
+    data = _log(1, seed=5)
+    r, w = os.pipe()
+    t = threading.Thread(target=lambda: os.fdopen(w, "wb").write(data))
+    t.start()
+    got = []
+    ids = set()
+    with os.fdopen(r, "rb") as fh:
+        for chunk in ChunkReader(fh, "<pipe>", 16 << 10):
+            got.append(bytes(chunk))
+            ids.add(id(chunk))
+    t.join()
+    assert b"".join(got) == data
+    assert len(ids) < len(got) // 4  # buffers were used again, not one per chunk
+
+
+def test_newlines_counts_as_bytes_count_does(monkeypatch):
+    rnd = random.Random(1)
+    data = bytes(rnd.choice(b"ab\n\r\x00\xff") for _ in range(300_000))
+    spans = [(0, len(data)), (1, len(data) - 1), (70_000, 200_001), (5, 9), (0, 0)]
+    for native in (False, None):  # bytes.count; then whatever this machine has
+        monkeypatch.setattr(extract, "_COUNT", native)
+        for a, b in spans:
+            assert extract.newlines(data, a, b) == data.count(b"\n", a, b)
+            assert extract.newlines(bytearray(data), a, b) == data.count(b"\n", a, b)
+        assert extract.newlines(data) == data.count(b"\n")
+
+
+def test_stringzilla_counts_as_bytes_count_does(monkeypatch):
+    pytest.importorskip("stringzilla")
+    monkeypatch.delenv("KB_NO_STRINGZILLA", raising=False)
+    count = extract._native_count()
+    assert count
+    data = _log(0.5, seed=2)
+    for a, b in [(0, len(data)), (3, len(data) - 7), (100_000, 400_000)]:
+        assert count(data, b"\n", a, b) == data.count(b"\n", a, b)
+
+
+def test_no_stringzilla_switch(monkeypatch):
+    monkeypatch.setenv("KB_NO_STRINGZILLA", "1")
+    assert extract._native_count() is False
+
+
+def test_read_scan_of_a_pipe_and_a_file_agree_at_full_size(tmp_path, engine_mode):
+    """The real windows (16 MiB head and tail, 8 MiB chunks): a 40 MiB log skims its middle
+    the same way from a pipe as from a file."""
+    data = _big()
+    path = tmp_path / "big.log"
+    path.write_bytes(data)
+    piped = _piped(data)
+    with open(path, "rb") as fh:
+        filed = read_scan(fh, str(path))
+    assert piped.skimmed > 0
+    assert _summary(piped) == _summary(filed)
