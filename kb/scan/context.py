@@ -44,9 +44,7 @@ def _depth(prefix: str) -> int:
     return len(prefix) - len(prefix.rstrip())
 
 
-def _ends_traceback(
-    body: bytes | bytearray, ls: int, text_of: Callable[[bytes | bytearray], tuple[str, str]]
-) -> bool:
+def _ends_traceback(body: bytes, ls: int, text_of: Callable[[bytes], tuple[str, str]]) -> bool:
     """Whether the line at ls can end a traceback: the line above it (past one blank line, which
     IPython prints there) is a frame, a frame's indented source or caret line, or IPython's
     `--> 12` arrow. A line after an exception line or after ordinary output is not."""
@@ -74,10 +72,7 @@ _MARKERS = (
 
 
 def _marker_above(
-    body: bytes | bytearray,
-    pos: int,
-    k: int,
-    text_of: Callable[[bytes | bytearray], tuple[str, str]],
+    body: bytes, pos: int, k: int, text_of: Callable[[bytes], tuple[str, str]]
 ) -> list[tuple[int, str]]:
     """The chain marker above a traceback's header (past one blank line), as a context item."""
     for _ in range(2):
@@ -98,12 +93,7 @@ def _new_record(p: str, prefix: str) -> bool:
     return bool(p) and p != prefix.strip() and any(c.isdigit() for c in p)
 
 
-def around(
-    body: bytes | bytearray,
-    ls: int,
-    le: int,
-    text_of: Callable[[bytes | bytearray], tuple[str, str]],
-) -> Context:
+def around(body: bytes, ls: int, le: int, text_of: Callable[[bytes], tuple[str, str]]) -> Context:
     """The traceback lines above body[ls:le] and the lines its message continues on below, or ()
     when no traceback ends at this line. text_of is the scan's own line cleaner ((prefix, text)),
     passed in because this module sits below kb.scan.extract."""

@@ -163,7 +163,7 @@ NATIVE_COUNT_MIN = 64 << 10
 _COUNT = None  # stringzilla.count, or False where it cannot be imported
 
 
-def newlines(data: bytes | bytearray, start: int = 0, end: int | None = None) -> int:
+def newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
     """data.count(b"\n", start, end), at SIMD speed for a long span where StringZilla is
     installed (KB_NO_STRINGZILLA=1: never)."""
     end = len(data) if end is None else end
@@ -201,7 +201,7 @@ def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
         yield b
 
 
-def _looks_binary(first: bytes | bytearray) -> bool:
+def _looks_binary(first: bytes) -> bool:
     sample = first[:8192]
     if not sample:
         return False
@@ -246,7 +246,7 @@ class _Window:
     def add(
         self,
         number: int,
-        raw: bytes | bytearray,
+        raw: bytes,
         count: int = 1,
         after: bytes = b"",
         block: bytes = b"",
@@ -294,10 +294,7 @@ class _Window:
         return True
 
     def keep_middle(
-        self,
-        number: int,
-        raw: bytes | bytearray,
-        where: tuple[bytes | bytearray, int, int] | None = None,
+        self, number: int, raw: bytes, where: tuple[bytes, int, int] | None = None
     ) -> bool:
         """Keep an error-looking line between head and tail: in the middle while it has room,
         then only a failure line (with KEEP_FAILURES of room of its own). False: not kept."""
@@ -319,7 +316,7 @@ class _Window:
         target.append(ln)
         return True
 
-    def context(self, body: bytes | bytearray, ls: int, le: int) -> tuple[tuple[int, str], ...]:
+    def context(self, body: bytes, ls: int, le: int) -> tuple[tuple[int, str], ...]:
         """The traceback around body[ls:le] (kb.scan.context), while the budget lasts: the
         earliest tracebacks get it, and the root failure is the earliest."""
         if self.context_left <= 0:
@@ -336,7 +333,7 @@ class _Window:
 CUT = " [...]"  # ends a line kept short: its real end is unknown, so `$` must not match here
 
 
-def _text(raw: bytes | bytearray) -> tuple[str, str]:
+def _text(raw: bytes) -> tuple[str, str]:
     prefix, text = peel(raw[: KEEP_LINE * 2].decode("utf-8", "replace").replace("\x00", ""))
     if len(text) > KEEP_LINE or len(raw) > KEEP_LINE * 2:
         return prefix, text[:KEEP_LINE] + CUT
@@ -349,7 +346,7 @@ def _key(rank: int | None, text: str):
     return text if rank is None else (rank, text)
 
 
-def _failure(raw: bytes | bytearray) -> bool:
+def _failure(raw: bytes) -> bool:
     """A line that reads as a failure of its own (kb.scan.triggers.FAILURE)."""
     from kb.scan import triggers
 
@@ -367,7 +364,7 @@ def _failure_text(text: str) -> bool:
 HYPERSCAN_MIN = 64 << 10  # below this, the pure-Python search costs less than calling Hyperscan
 
 
-def _trigger_offsets(body: bytes | bytearray, triggers: Triggers) -> list[int]:
+def _trigger_offsets(body: bytes, triggers: Triggers) -> list[int]:
     """Offsets in `body` where a trigger ends or starts (any offset inside the line does)."""
     return triggers.offsets(body, hyperscan=len(body) >= HYPERSCAN_MIN)
 
@@ -405,9 +402,7 @@ HEAD_BYTES = 2 * CHUNK  # at most this much of the start read in full waiting fo
 
 
 def scan(
-    chunks: Iterable[bytes | bytearray],
-    every_line: bool = False,
-    triggers: Triggers | None = None,
+    chunks: Iterable[bytes], every_line: bool = False, triggers: Triggers | None = None
 ) -> Scan:
     """The candidate lines of a log. Its start is read in full until the head window is full
     (or HEAD_BYTES have been read), and so is its last TAIL_BYTES, kept back until the input
@@ -429,9 +424,7 @@ def scan(
     carry = b""
     skip = 0  # leading bytes of carry whose triggers were handled already (a giant line goes on)
     binary = None
-    held: deque[tuple[bytes | bytearray, int, int]] = (
-        deque()
-    )  # spans kept back: the last TAIL_BYTES or more
+    held: deque[tuple[bytes, int, int]] = deque()  # spans kept back: the last TAIL_BYTES or more
     held_bytes = 0
     skimmed = 0
     head_read = 0  # bytes of the start read in full
@@ -448,7 +441,7 @@ def scan(
             line_no = _scan_body(body, line_no, win)
         held_bytes = 0
 
-    def hold(data: bytes | bytearray, a: int, b: int) -> None:
+    def hold(data: bytes, a: int, b: int) -> None:
         """Complete lines data[a:b] held back: read in full if they turn out to be among the
         last TAIL_BYTES, skimmed when newer ones push them out."""
         nonlocal line_no, held_bytes, skimmed
@@ -474,18 +467,18 @@ def scan(
                 cut = len(buf) - KEEP_LINE // 2
                 for a, b in _trigger_windows(buf, skip, cut, win.triggers):
                     win.add(line_no + 1, buf[a:b])
-                carry, skip = _bytes(buf, cut - KEEP_LINE // 2), KEEP_LINE // 2
+                carry, skip = buf[cut - KEEP_LINE // 2 :], KEEP_LINE // 2
             else:
-                carry = _bytes(buf)
+                carry = buf
             continue
         if skip or (not win.head_full and head_read < HEAD_BYTES):
             read_held()  # (none after the head; after a giant line, read already): in order
             buf = carry + chunk if carry else chunk
             end = buf.rfind(b"\n") + 1
-            line_no = _scan_body(_bytes(buf, 0, end), line_no, win, skip, every_line)
+            line_no = _scan_body(buf[:end], line_no, win, skip, every_line)
             head_read += end
             skip = 0
-            carry = _bytes(buf, end)
+            carry = buf[end:]
             continue
         # The line the last chunk cut, finished here; then this chunk's own complete lines.
         seam = carry + chunk[: first + 1] if carry else chunk[: first + 1]
@@ -493,7 +486,7 @@ def scan(
         last = chunk.rfind(b"\n") + 1
         if last > first + 1:
             hold(chunk, first + 1, last)
-        carry = _bytes(chunk, last)
+        carry = chunk[last:]
     read_held()
     if carry:
         _scan_body(carry + b"\n", line_no, win, skip)
@@ -509,18 +502,7 @@ def scan(
     )
 
 
-def _bytes(buf: bytes | bytearray, start: int = 0, end: int | None = None) -> bytes:
-    """buf[start:end] as bytes, copied once: a chunk may be a buffer the reader fills again
-    once it is let go (kb.scan.reader.ChunkReader), so nothing kept past a chunk refers to it,
-    and a body read in full must be bytes (its lines are hashed to fold repeats)."""
-    if type(buf) is bytes:
-        return buf[start:end]
-    return bytes(memoryview(buf)[start:end])
-
-
-def _trigger_windows(
-    data: bytes | bytearray, lo: int, hi: int, triggers: Triggers
-) -> list[tuple[int, int]]:
+def _trigger_windows(data: bytes, lo: int, hi: int, triggers: Triggers) -> list[tuple[int, int]]:
     """Windows of at most KEEP_LINE bytes around the trigger words found in data[lo:hi], each
     kept within one progress-bar update (carriage returns) and merged where they overlap; the
     first and last MAX_WINDOWS when there are more."""
@@ -580,7 +562,7 @@ def _scan_body(
     return n + newlines(body, prev)
 
 
-def _steps(body: bytes | bytearray, start: int, end: int) -> Iterator[tuple[int, int]]:
+def _steps(body: bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
     """body[start:end] (whole lines) in spans of about STEP bytes, each ending at a line end."""
     a = start
     while a < end:
@@ -669,9 +651,7 @@ def _keep_errorish_in_steps(
     return kept, lost
 
 
-def _search_steps(
-    body: bytes | bytearray, start: int, end: int, n: int, win: _Window
-) -> tuple[int, int, int]:
+def _search_steps(body: bytes, start: int, end: int, n: int, win: _Window) -> tuple[int, int, int]:
     """_keep_errorish over body[start:end] (whole lines), a STEP at a time, `n` lines before
     `start`: (lines before `end`, lines kept, failure lines not kept for want of room). Each
     step is counted and searched while it is in the CPU's cache (one read of it from memory,
@@ -685,16 +665,14 @@ def _search_steps(
     return n, kept, lost
 
 
-def _errorish_offsets(
-    body: bytes | bytearray, start: int, end: int, triggers: Triggers
-) -> Iterable[int]:
+def _errorish_offsets(body: bytes, start: int, end: int, triggers: Triggers) -> Iterable[int]:
     """Offsets inside each error-looking line of body[start:end], in order (a line may come
     more than once). Hyperscan for a big region (Python's re reads ~100 MB/s here)."""
     return triggers.errorish_offsets(body, start, end, hyperscan=end - start >= HYPERSCAN_MIN)
 
 
 def _keep_errorish(
-    body: bytes | bytearray,
+    body: bytes,
     start: int,
     end: int,
     line_no: int,
@@ -749,9 +727,7 @@ def _keep_errorish(
     return kept, lost
 
 
-def _skim(
-    data: bytes | bytearray, start: int, end: int, line_no: int, win: _Window
-) -> tuple[int, int]:
+def _skim(data: bytes, start: int, end: int, line_no: int, win: _Window) -> tuple[int, int]:
     """Lines data[start:end] in the middle of a long log, read only for error-looking lines
     (kept while the middle has room): (the new line count, how many lines were read this way
     and not kept). A STEP at a time, counted and searched in one thread (_search_steps): a

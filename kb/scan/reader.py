@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 
 from kb.errors import InputError
 
@@ -38,7 +37,6 @@ CHUNK = 8 << 20
 MAX_RUN = 256 << 20  # bytes with no line break after which an input is not a text log
 BOMB_RATIO = 500
 BOMB_MIN = 256 << 20
-POOL = 6  # chunk buffers kept for reuse (the scan holds at most 4 at once: kb.scan.extract)
 
 
 _KERNEL_DEVS: set[int] | None = None
@@ -220,24 +218,19 @@ class ChunkReader:
         self.warnings: list[str] = []
         self.stopped = False
 
-    def _raw(self) -> Iterator[bytes | bytearray]:
-        gz = self.stream if isinstance(self.stream, Gunzip) else None
-        readinto = getattr(self.stream, "readinto", None) if gz is None else None
-        if readinto is not None and hasattr(sys, "getrefcount"):
-            if not (yield from self._reused(readinto)):
+    def _raw(self) -> Iterator[bytes]:
+        read = self.stream.read
+        while True:
+            try:
+                b = read(self.size)
+            except OSError as e:
+                self.warnings.append(f"{self.name}: stopped reading: {e.strerror or e}")
+                self.stopped = True
                 return
-        else:
-            read = self.stream.read
-            while True:
-                try:
-                    b = read(self.size)
-                except OSError as e:
-                    self.warnings.append(f"{self.name}: stopped reading: {e.strerror or e}")
-                    self.stopped = True
-                    return
-                if not b:
-                    break
-                yield b
+            if not b:
+                break
+            yield b
+        gz = self.stream if isinstance(self.stream, Gunzip) else None
         if gz is not None and gz.damaged and not gz.packed_good:
             raise InputError(f"cannot read {self.name}: not gzip data ({gz.damaged})")
         if gz is not None and gz.damaged:
@@ -253,41 +246,10 @@ class ChunkReader:
             )
             self.stopped = True
 
-    def _reused(self, readinto) -> Generator[bytearray, None, bool]:
-        """Chunks read into buffers used again once nothing holds them (the scan keeps the
-        last few chunks of a log while it decides whether they are its tail): a new 8 MiB
-        object per chunk cost a page fault per 4 KiB of it, more than the copy out of the
-        kernel. A buffer is free when only this pool refers to it (its reference count: the
-        scan's spans, views and slices all hold one), so a chunk still in use is never
-        written over. Returns False when reading stopped on an error (said in `warnings`)."""
-        pool: list[bytearray] = []
-        while True:
-            buf: bytearray | None = None
-            for k in range(len(pool)):
-                if sys.getrefcount(pool[k]) <= 2:  # the pool's and the call's argument's
-                    buf = pool[k]
-                    break
-            if buf is None:
-                buf = bytearray(self.size)
-                if len(pool) < POOL:
-                    pool.append(buf)
-            try:
-                n = readinto(buf)
-            except OSError as e:
-                self.warnings.append(f"{self.name}: stopped reading: {e.strerror or e}")
-                self.stopped = True
-                return False
-            if not n:
-                return True
-            # A short read is the end of the input (readinto waits for a full buffer): a copy
-            # of what came, so the buffer is never yielded at two lengths.
-            yield buf if n == len(buf) else bytearray(memoryview(buf)[:n])
-            buf = None  # (the caller's now)
-
     def _compressed_pos(self) -> int | None:
         return self.stream.packed if isinstance(self.stream, Gunzip) else None
 
-    def __iter__(self) -> Iterator[bytes | bytearray]:
+    def __iter__(self) -> Iterator[bytes]:
         total = 0
         run = 0  # bytes since the last line break
         decoder = None

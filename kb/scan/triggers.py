@@ -192,7 +192,7 @@ class Triggers:
         return any(b in low for b in self.errorish)
 
     # ------------------------------------------------------------ a body of many lines
-    def offsets(self, body: bytes | bytearray, hyperscan: bool) -> list[int]:
+    def offsets(self, body: bytes, hyperscan: bool) -> list[int]:
         """Offsets in `body` where a trigger starts or ends (an offset inside the line holding
         it), sorted."""
         db = self.database("triggers") if hyperscan else None
@@ -214,9 +214,7 @@ class Triggers:
         offs.sort()
         return offs
 
-    def errorish_offsets(
-        self, body: bytes | bytearray, start: int, end: int, hyperscan: bool
-    ) -> list[int]:
+    def errorish_offsets(self, body: bytes, start: int, end: int, hyperscan: bool) -> list[int]:
         """Offsets inside each error-looking line of body[start:end] (ERRORISH, or a literal of
         the set), sorted; a line may come more than once."""
         db = self.database("errorish") if hyperscan else None
@@ -229,9 +227,7 @@ class Triggers:
             offs.sort()
         return offs
 
-    def failure_offsets(
-        self, body: bytes | bytearray, start: int, end: int, hyperscan: bool
-    ) -> list[int]:
+    def failure_offsets(self, body: bytes, start: int, end: int, hyperscan: bool) -> list[int]:
         """Offsets inside each failure line (FAILURE) of body[start:end], sorted; a line may
         come more than once. Hyperscan for a big region: the skim of a long log's middle
         looks for these once its room for error-looking lines is full."""
@@ -241,12 +237,7 @@ class Triggers:
         return [m.start() for m in _rx("FAILURE").finditer(body, start, end)]
 
     def _literal_offsets(
-        self,
-        low: bytes | bytearray,
-        lo: int,
-        hi: int,
-        first: bool = False,
-        errorish: bool = False,
+        self, low: bytes, lo: int, hi: int, first: bool = False, errorish: bool = False
     ) -> list[int]:
         """The pure-Python search for the literals (with errorish: the skim's literals) in
         low[lo:hi] (lowercased already): the body's words against the anchors, then the
@@ -256,10 +247,7 @@ class Triggers:
             if errorish
             else (self.literals, self.anchors, self.loose)
         )
-        piece = low[lo:hi]
-        if type(piece) is not bytes:  # a chunk the reader fills again (bytearray): unhashable
-            piece = bytes(piece)
-        words = set(piece.translate(_SPLIT).split())
+        words = set(low[lo:hi].translate(_SPLIT).split())
         picked = [i for w in words.intersection(anchors) for i in anchors[w]]
         picked += loose
         out: list[int] = []
@@ -438,7 +426,7 @@ def default() -> Triggers:
     return merged
 
 
-def _hyperscan_offsets(db, body: bytes | bytearray, start: int, end: int) -> list[int]:
+def _hyperscan_offsets(db, body: bytes, start: int, end: int) -> list[int]:
     """Offsets (sorted) inside each line a Hyperscan database matches in body[start:end]."""
     offs: list[int] = []
     add = offs.append
