@@ -3,8 +3,9 @@
     python scripts/bench_tui.py [--runs N] [--size COLSxROWS] [--compare CHECKOUT]
                                 [--no-bytecode-cache] [--profile {warm,fresh,floor}]
 
-Each run is a new process, headless (Textual's `App.run_test`), timed from just before the
-process is started to the moment its list holds every entry and that frame has been drawn:
+Each run is a new process, headless (`App.run(headless=True)`: `kb tui` runs the app with
+App.run), timed from just before the process is started to the moment its list holds every entry
+and that frame has been drawn:
 
 - warm: the TUI as `kb tui` builds it (`create_app(prewarm=True)`), KB_HOME already holding
   kb's caches (warmed once, before the runs, by a lookup that opens the full-text index);
@@ -13,9 +14,9 @@ process is started to the moment its list holds every entry and that frame has b
 - floor: a bare Textual app of the same shape, one OptionList, that fills it in on_mount with as
   many rows of plain text (two lines each, as the TUI's rows are).
 
-The child watches its list from the event loop (every millisecond: the same watch in all three)
-and, once it holds every row, waits for the next refresh and reports time.time() and its CPU time
-(os.times, every thread of the process) at that moment; then it ends at once (os._exit), so
+The child watches its list from the event loop (Textual's auto pilot, polling every millisecond:
+the same watch in all three) and, once it holds every row, waits for the next refresh and
+reports time.time() and its CPU time (os.times, every thread of the process) at that moment; then it ends at once (os._exit), so
 nothing after the fill is counted. The three kinds run interleaved, the order rotating each run;
 the figures are medians of the runs, wall and CPU, each also as a ratio to the floor.
 
@@ -59,8 +60,11 @@ def child(kind: str, expect: int, size: tuple[int, int], profile: str | None) ->
 
         prof = cProfile.Profile()
         prof.enable()
+    from textual.app import App
+
+    app: App
     if kind == "floor":
-        from textual.app import App, ComposeResult
+        from textual.app import ComposeResult
         from textual.widgets import OptionList
 
         rows = [f"entry-{i:04d}\n  - · area · the title of entry {i}" for i in range(expect)]
@@ -72,39 +76,38 @@ def child(kind: str, expect: int, size: tuple[int, int], profile: str | None) ->
             def on_mount(self) -> None:
                 self.query_one(OptionList).add_options(rows)
 
-        app: object = Floor()
-        widget = "#results"
+        t_import = time.time()
+        app = Floor()
     else:
         from tui.app import create_app  # the checkout's: PYTHONPATH names it
 
+        t_import = time.time()
         app = create_app(prewarm=True)
-        widget = "#results"
-    t_import = time.time()
 
-    async def watch() -> tuple[float, float]:
-        async with app.run_test(size=size) as _pilot:  # type: ignore[attr-defined]
-            lst = app.query_one(widget)  # type: ignore[attr-defined]
-            while lst.option_count < expect:
-                await asyncio.sleep(0.001)
-            drawn = asyncio.Event()
-            app.call_after_refresh(drawn.set)  # type: ignore[attr-defined]
-            await drawn.wait()
-            t = os.times()
-            return time.time(), t.user + t.system
+    async def watch(_pilot: object) -> None:
+        lst = app.query_one("#results")
+        while lst.option_count < expect:  # type: ignore[attr-defined]
+            await asyncio.sleep(0.001)
+        drawn = asyncio.Event()
+        app.call_after_refresh(drawn.set)
+        await drawn.wait()
+        t = os.times()
+        out: dict[str, object] = {"done": time.time(), "cpu": t.user + t.system, "import": t_import}
+        if prof is not None:
+            import io
+            import pstats
 
-    done, cpu = asyncio.run(watch())
-    out: dict[str, object] = {"done": done, "cpu": cpu, "import": t_import}
-    if prof is not None:
-        import io
-        import pstats
+            prof.disable()
+            s = io.StringIO()
+            pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(45)
+            out["profile"] = s.getvalue()
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+        os._exit(0)  # nothing after the fill is timed: no teardown, no waiting for kb's writers
 
-        prof.disable()
-        s = io.StringIO()
-        pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(45)
-        out["profile"] = s.getvalue()
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
-    os._exit(0)  # nothing after the fill is timed: no teardown, no waiting for kb's writers
+    # App.run, as `kb tui` runs it, headless; the watch starts once the app is ready
+    app.run(headless=True, size=size, auto_pilot=watch)
+    raise SystemExit(f"the {kind} app ended before its list held {expect} rows")
 
 
 # ------------------------------------------------------------------ the parent

@@ -102,6 +102,8 @@ BURST_KEYS = {"enter": "\n", "tab": "\t"}  # keys a paste holds besides printabl
 QUIT_WAIT_S = 0.3  # how long quitting waits for a cancelled repro to end (then it goes anyway)
 FINISH_WRITING_S = 60.0  # how long the process waits, once the app has ended, for kb's caches
 SAY_WAITING_S = 0.3  # ...before saying that it waits
+LOAD_SWITCH_S = 0.0005  # the GIL's switch interval while the entries load (see _load_kb)
+LISTED_WAIT_S = 5.0  # how long the loader waits for the list to be drawn before the prewarm
 
 
 class KbApp(App[int]):
@@ -185,6 +187,16 @@ class KbApp(App[int]):
         self._area_hits: list[tuple[int, int]] = []
         self._area_current = -1
         self._quitting = False
+        self._statuses: tuple[KnowledgeBase, dict[str, str]] | None = None
+        # The entries load from the start, beside Textual's own start (its CSS, the widgets, the
+        # first frame), not after it: what the loader hands over before the screen is mounted
+        # waits here, and on_mount takes it (_hand_over).
+        self._mounted = False
+        self._handover_lock = threading.Lock()
+        self._handover: tuple[Callable[..., None], tuple] | None = None
+        self._listed = threading.Event()  # the entries are listed (or the app has gone)
+        if kb is None:
+            self._writer = self.background.start(self._load_kb, "kb")
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -222,10 +234,19 @@ class KbApp(App[int]):
         if self.kb is None:
             results.border_title = "Entries (loading)"
             self.query_one(DetailPane).show_message("Loading the entries…")
+        if self._stream is None and self._log_path is not None:
+            self._area_tail = ""  # the editor shows nothing of it yet
+            self._message = ("Reading " + self._log_label + "…", "", False)
+            self.query_one(DetailPane).show_message(*self._message)
         # The paste box has the focus, as a form's first field does: typing and pasting land in
         # it from the first key. The list's letters work once the focus is moved there.
         self.query_one("#paste", TextArea).focus()
         self.call_after_refresh(self._start_background)
+        with self._handover_lock:
+            self._mounted = True
+            handover, self._handover = self._handover, None
+        if handover is not None:  # loaded already: listed in the first frame
+            handover[0](*handover[1])
         self.mounted_at = time.perf_counter()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -237,19 +258,15 @@ class KbApp(App[int]):
         self.ready_at = time.perf_counter()
 
     def _start_background(self) -> None:
-        """After the first frame: the entries, the machine, the log; each in its own thread."""
-        if self.kb is None:
-            self._writer = self.background.start(self._load_kb, "kb")
-        else:
+        """After the first frame: the machine, the log; each in its own thread (the entries have
+        been loading in theirs since the app was made)."""
+        if self.kb is not None and self._writer is None:  # given ready-made
             self._kb_ready_now()
         if self._environment is None:
             self.background.start(self._probe_machine, "machine")
         if self._stream is not None:
             self.background.start(self._read_pipe, "pipe")
         elif self._log_path is not None:
-            self._area_tail = ""  # the editor shows nothing of it yet
-            self._message = ("Reading " + self._log_label + "…", "", False)
-            self.query_one(DetailPane).show_message(*self._message)
             self.background.start(self._read_log_tail, "input")
 
     @property
@@ -259,14 +276,27 @@ class KbApp(App[int]):
 
     # ------------------------------------------------------------------ the knowledge base
     def _load_kb(self) -> None:
+        """Thread, started with the app: load the entries and hand them to the UI."""
+        # The loader reads and stats hundreds of files while Textual starts; each call gives up
+        # the GIL, and taking it back from a busy event loop waits a switch interval (5 ms by
+        # default): hundreds of those made a 50 ms load take 300 ms. A short interval while it
+        # loads lets it back in at once.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, LOAD_SWITCH_S))
         try:
             engine = Engine(self.kb_dirs)
             kb = engine.knowledge
+            statuses = entry_statuses(kb)
         except Exception as e:  # a broken install still opens, and says why
-            self._call_ui(self._kb_failed, f"{type(e).__name__}: {e}")
+            self._hand_over(self._kb_failed, f"{type(e).__name__}: {e}")
             return
-        self._call_ui(self._kb_ready, engine, kb)
+        finally:
+            sys.setswitchinterval(interval)
+        self._hand_over(self._kb_ready, engine, kb, statuses)
         if self._prewarm:
+            # After the list is drawn, not beside it (bounded: a quit before the screen was up
+            # lists nothing)
+            self._listed.wait(LISTED_WAIT_S)
             # Even after a quit: a lookup may be building the index now, and this waits for it
             # (the engine builds it once, under its lock), so finish_writing covers that too.
             self._prewarm_index(engine)
@@ -316,13 +346,24 @@ class KbApp(App[int]):
         except Exception:
             pass
 
+    def _hand_over(self, fn: Callable[..., None], *args) -> None:
+        """Thread: run fn(*args) on the UI, now if the screen is mounted, else when it is."""
+        with self._handover_lock:
+            if not self._mounted:
+                self._handover = (fn, args)
+                return
+        self._call_ui(fn, *args)
+
     def _kb_failed(self, why: str) -> None:
         self.query_one(DetailPane).show_message("Cannot load the entries", why, bad=True)
         self.notify(f"Cannot load entries: {why}", severity="error", timeout=30)
+        self._listed.set()
 
-    def _kb_ready(self, engine: Engine, kb: KnowledgeBase) -> None:
+    def _kb_ready(self, engine: Engine, kb: KnowledgeBase, statuses: dict[str, str]) -> None:
         self.engine, self.kb = engine, kb
+        self._statuses = (kb, statuses)
         self._kb_ready_now()
+        self.call_after_refresh(self._listed.set)
 
     def _kb_ready_now(self) -> None:
         kb = self.kb
@@ -684,7 +725,9 @@ class KbApp(App[int]):
         if fresh:
             results.highlighted = None  # a new result opens on its best row (or "no match")
         if self.result is None:
-            statuses = {e.id: verification_status(e, kb.evidence_for(e.id)) for e in kb.entries}
+            if self._statuses is None or self._statuses[0] is not kb:
+                self._statuses = (kb, entry_statuses(kb))
+            statuses = self._statuses[1]
             results.show_entries(kb.entries, statuses, filt)
             shown = sum(1 for o in results.options if not o.disabled)
             n = len(kb.entries)
@@ -1310,9 +1353,15 @@ class KbApp(App[int]):
             self.action_cancel()
 
     def on_unmount(self) -> None:
+        self._listed.set()
         self._stop_spool.set()
         if self._spool is not None:
             remove_spool(self._spool)
+
+
+def entry_statuses(kb: KnowledgeBase) -> dict[str, str]:
+    """Each entry's verification word for the list (reads the evidence: done once per kb)."""
+    return {e.id: verification_status(e, kb.evidence_for(e.id)) for e in kb.entries}
 
 
 def _location(text: str, index: int) -> tuple[int, int]:
