@@ -436,3 +436,95 @@ def test_hostile_dumps_in_a_job_folder_are_reported_per_file(tmp_path):
     assert [r.rank for r in job.roots] == [1]
     problems = " | ".join(job.problems)
     assert "nccl_trace_rank_2: refused" in problems and "nccl_trace_rank_3: refused" in problems
+
+
+# ---------------------------------------------------------------- reading many dumps fast
+def _synth_dumps(world=16, name="two"):
+    import fr_synth as S
+
+    lay = S.layouts(world)[2]  # tensor, pipeline, data and expert parallel
+    return S.simulate(lay, S.scenarios(lay)[name])
+
+
+def test_the_fast_read_of_an_entry_is_the_careful_one():
+    """Entries of the shape every dump has are read from what earlier ones were read as; each
+    must be what _entry, which copies and bounds every field, reads from it."""
+    for r, d in sorted(_synth_dumps().items()):
+        raw = pickle.dumps(d, protocol=2)
+        got = fr.read_bytes(raw, f"fr/nccl_trace_rank_{r}")
+        data = pickle.loads(raw)
+        budget = fr._Budget("x", len(raw))
+        newest = len(data["entries"]) - fr.FRAMES_KEPT
+        careful = [fr._entry(e, budget, i >= newest) for i, e in enumerate(data["entries"])]
+        assert list(got.entries) == careful
+        assert all(type(e) is fr.Entry for e in got.entries)
+        assert all(e.frames for e in got.entries[newest:]) and not got.entries[0].frames
+
+
+def test_fields_of_another_shape_are_read_as_before(tmp_path):
+    """Each field the fast read does not expect (a list for the group, a bool or a string in a
+    size, an op past 200 characters, a missing is_p2p) is read by the careful path."""
+    base = entry(1)
+    odd = [
+        {**base, "process_group": ["0", "default_pg"]},
+        {**base, "input_sizes": [[True, 4]]},
+        {**base, "input_sizes": [["4"]]},
+        {**base, "profiling_name": "nccl:" + "x" * 300},
+        {k: v for k, v in base.items() if k != "is_p2p"},
+        {**base, "input_dtypes": ["Float", 3]},
+        {**base, "pg_id": "0"},
+    ]
+    for e in odd:
+        fr._CANON = fr._Canon()
+        # the same entry twice: first to be learnt (if it may), then read again
+        got = fr.read_bytes(pickle.dumps(dump([base, e, e], 1), protocol=2), "fr/nccl_trace_rank_0")
+        careful = fr._entry(pickle.loads(pickle.dumps(e, protocol=2)), fr._Budget("x"), False)
+        assert got.entries[1] == careful and got.entries[2] == careful, e
+        assert repr(got.entries[1]) == repr(careful)
+
+
+def test_a_reference_bomb_in_an_entry_of_the_usual_shape_is_refused(tmp_path):
+    """The fast read takes input_sizes as it is only when it is small and plain: a memo
+    reference bomb in an entry with every usual field still meets the bounded walk."""
+    p = tmp_path / "nccl_trace_rank_0"
+    bomb = memo_bomb(levels=12, width=8)
+    # splice the usual fields in front of the bomb's entry: the same bytes, more keys
+    ent_head = b"}(" + _u("collective_seq_id")
+    fields = pickle.dumps({k: v for k, v in entry(1).items() if k != "input_sizes"}, protocol=2)
+    items = fields[3:-2].lstrip(b"q\x00(")  # the key/value opcodes of that dict (no memo puts)
+    p.write_bytes(bomb.replace(ent_head, b"}(" + items + _u("collective_seq_id"), 1))
+    what, rss_kib, _ = _read_in_child(p)
+    assert what.startswith("refused") and "values to read" in what, what
+    assert rss_kib < 300 * 1024
+
+
+def test_what_is_learnt_stays_small():
+    fr._CANON = fr._Canon()
+    ents = [entry(i, sizes=((i,),)) for i in range(1, 25_001)]
+    d = fr.read_bytes(pickle.dumps(dump(ents, 25_000), protocol=2), "fr/nccl_trace_rank_0")
+    assert len(d.entries) == 25_000 and d.entries[-1].sizes == ((25_000,),)
+    assert len(fr._canon().known) <= fr.CANON_MAX
+
+
+def test_many_dumps_read_by_a_pool_are_those_read_here(tmp_path, monkeypatch):
+    import fr_synth as S
+
+    paths = S.write(_synth_dumps(), str(tmp_path / "fr"), "torch")
+    (tmp_path / "fr" / "nccl_trace_rank_99").write_bytes(memo_bomb())
+    (tmp_path / "fr" / "nccl_trace_rank_98").write_text("not a dump\n")
+    sources = [(p, None) for p in paths] + [
+        (str(tmp_path / "fr" / "nccl_trace_rank_99"), None),
+        (str(tmp_path / "fr" / "nccl_trace_rank_98"), None),
+    ]
+    monkeypatch.setenv("KB_FR_WORKERS", "1")
+    assert fr.workers(sources) == 1
+    here = fr.read_files(sources)
+    monkeypatch.setenv("KB_FR_WORKERS", "2")
+    assert fr.workers(sources) == 2
+    pooled = fr._read_in_pool(sources, 2)
+    assert pooled == here
+    assert len(here[0]) == 16 and len(here[1]) == 1 and "refused" in here[1][0]
+    assert all(type(e) is fr.Entry for d in pooled[0] for e in d.entries)
+    # without the variable: a pool only for many dumps
+    monkeypatch.delenv("KB_FR_WORKERS")
+    assert fr.workers(sources) == 1

@@ -185,14 +185,9 @@ def _read_dumps(inputs) -> tuple[list, list[str]]:
     problems = list(inputs.problems)
     dumps = []
     with gc_paused():  # a thousand dumps make a million small containers, none in a cycle
-        for src in inputs.dumps:
-            try:
-                d = flight_recorder.read_file(src.path, src.rank)
-            except flight_recorder.DumpError as e:
-                problems.append(str(e))
-                continue
-            if d is not None:
-                dumps.append(d)
+        found, trouble = flight_recorder.read_files([(s.path, s.rank) for s in inputs.dumps])
+    dumps += found
+    problems += trouble
     for src in inputs.tarballs:
         with gc_paused():
             found, trouble, others = flight_recorder.read_tarball(src.path)

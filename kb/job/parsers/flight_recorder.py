@@ -46,7 +46,9 @@ import json
 import os
 import pickle
 import re
-from functools import lru_cache
+import sys
+from functools import lru_cache, partial
+from operator import itemgetter
 from typing import NamedTuple  # typing: only a job's lookup imports this module
 
 from kb.model.record import field, record
@@ -64,6 +66,7 @@ MAX_DEPTH = 16  # a dump nests 6 deep (dump, entries, entry, input_sizes, one te
 MAX_FRAMES = 32  # the Python frames kept per entry (torch keeps the innermost 20 or so)
 FRAMES_KEPT = 8  # entries of a dump whose frames are kept: the newest, what it was last doing
 HEAD = 64 << 10  # bytes read to recognise a dump: its keys come first
+_READ_CHUNK = 1 << 16  # what the unpickler takes from a dump's bytes at once
 
 _RANK_SUFFIX = re.compile(r"(\d{1,6})(?:\.(?:json|pkl|pickle|pt|bin|dump|gz))*$", re.I)
 _RANK_DIR = re.compile(r"^(?:.*?[^a-z])?(?:rank|r)?[_-]?(\d{1,6})$", re.I)
@@ -88,6 +91,9 @@ def _as_list(items):
 _LIST_BUILDERS = {
     ("torch.jit._pickle", n) for n in ("build_intlist", "build_doublelist", "build_boollist")
 }
+
+
+_new_entry = tuple.__new__  # an Entry from its fields as a tuple, without Entry.__new__'s frame
 
 
 class _Refusing(pickle.Unpickler):
@@ -136,6 +142,9 @@ class Entry(NamedTuple):
     def signature(self) -> tuple:
         """What every rank must agree on for the same collective."""
         return (self.op, self.sizes, self.dtypes)
+
+
+_entry_of = partial(tuple.__new__, Entry)  # an Entry from a tuple of its fields, in C
 
 
 @record(frozen=True)
@@ -241,6 +250,154 @@ def load(path: str | os.PathLike[str], rank: int | None = None) -> Dump | None:
         return None
 
 
+# ---------------------------------------------------------------- reading a job's dumps
+# A job's dumps are read by a pool of processes when there are enough of them for the pool to
+# pay for itself (a fork and the results sent back, about 0.1 s in all: 1,024 dumps of 50 KB
+# take 1.5 s of CPU to read): at least POOL_MIN_DUMPS files and POOL_MIN_BYTES. KB_FR_WORKERS
+# sets the number of processes (0 or 1: none).
+POOL_MIN_DUMPS = 64
+POOL_MIN_BYTES = 8 << 20
+POOL_MAX_WORKERS = 8
+
+
+def read_files(
+    sources: list[tuple[str, int | None]],
+) -> tuple[list[Dump], list[str]]:
+    """The dumps among `sources` ((path, the rank the caller's layout names), as read_file
+    takes them), in their order, and a problem line for each file refused or unreadable. Read in
+    a pool of processes when there are many (workers()); each worker reads with the same
+    refusing unpickler and bounds as read_file, and sends back what it read as plain tuples."""
+    n = workers(sources)
+    if n > 1:
+        try:
+            got = _read_in_pool(sources, n)
+        except (OSError, RuntimeError):  # no fork, or a broken pool (a worker killed): here
+            got = None
+        if got is not None:
+            return got
+    dumps: list[Dump] = []
+    problems: list[str] = []
+    for path, rank in sources:
+        try:
+            d = read_file(path, rank)
+        except DumpError as e:
+            problems.append(str(e))
+            continue
+        if d is not None:
+            dumps.append(d)
+    return dumps, problems
+
+
+def workers(sources: list[tuple[str, int | None]]) -> int:
+    """How many processes read these dumps: 1 (this one) unless there are enough to pay for a
+    pool, this process may fork (Linux, no other thread running, not itself a pool's worker)
+    and more than one CPU is ours."""
+    env = os.environ.get("KB_FR_WORKERS", "").strip()
+    if env.isdigit():
+        want = int(env)
+    else:
+        if len(sources) < POOL_MIN_DUMPS:
+            return 1
+        size = 0
+        for path, _ in sources:
+            try:
+                size += os.path.getsize(path)
+            except OSError:
+                pass
+        if size < POOL_MIN_BYTES:
+            return 1
+        try:
+            want = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            want = os.cpu_count() or 1
+    want = min(want, POOL_MAX_WORKERS, len(sources))
+    if want <= 1 or not sys.platform.startswith("linux"):
+        return 1
+    import threading
+
+    if threading.active_count() > 1:
+        return 1  # forking a process with other threads may copy a lock one of them holds
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        return 1  # a worker of kb's own pool (triage) or of another: its siblings use the CPUs
+    return want
+
+
+def _read_in_pool(sources: list[tuple[str, int | None]], n: int) -> tuple[list[Dump], list[str]]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # a few batches per worker, so one with the larger dumps does not hold the rest up
+    size = max(1, -(-len(sources) // (n * 4)))
+    batches = [sources[i : i + size] for i in range(0, len(sources), size)]
+    dumps: list[Dump] = []
+    problems: list[str] = []
+    with ProcessPoolExecutor(
+        n, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start
+    ) as pool:
+        for rows in pool.map(_read_batch, batches):
+            for row in rows:
+                if type(row) is str:
+                    problems.append(row)
+                else:
+                    dumps.append(_from_row(row))
+    return dumps, problems
+
+
+def _worker_start() -> None:
+    # A worker lives for one job's dumps and makes no cycles: no collection needed (and one
+    # would walk, and so copy, every object it shares with its parent).
+    import gc
+
+    gc.disable()
+
+
+def _read_batch(batch: list[tuple[str, int | None]]) -> list:
+    """In a worker: each dump of the batch as a row of plain values (_row), or its problem."""
+    out: list = []
+    for path, rank in batch:
+        try:
+            d = read_file(path, rank)
+        except DumpError as e:
+            out.append(str(e))
+            continue
+        if d is not None:
+            out.append(_row(d))
+    return out
+
+
+def _row(d: Dump) -> tuple:
+    # plain tuples, strings and numbers: pickled in C, and the values a job shares (a group's
+    # name, an op, a size) are sent once per batch through the pickle's memo
+    return (
+        d.path,
+        d.rank,
+        d.version,
+        list(map(tuple, d.entries)),
+        d.status,
+        [(g.name, g.desc, g.ranks) for g in d.groups.values()],
+        d.rank_from,
+        d.comm_lib,
+        d.named_rank,
+    )
+
+
+def _from_row(row: tuple) -> Dump:
+    path, rank, version, entries, status, groups, rank_from, comm_lib, named_rank = row
+    return Dump(
+        path,
+        rank,
+        version,
+        tuple(map(_entry_of, entries)),
+        status,
+        {g[0]: Group(*g) for g in groups},
+        rank_from,
+        comm_lib,
+        named_rank,
+    )
+
+
 def read_file(path: str | os.PathLike[str], rank: int | None = None) -> Dump | None:
     """The dump at path; None when the file is not a dump; DumpError when it looks like one but
     cannot be read or is refused. `rank` is the rank the caller's layout names (a torchrun
@@ -298,7 +455,10 @@ def _decode(raw: bytes, name: str) -> object:
                 f"(kb reads dumps of at most {MAX_OBJECTS:,})"
             )
         try:
-            return _Refusing(io.BytesIO(raw)).load()
+            # through a buffered reader: the unpickler reads a stream that has peek() in
+            # large chunks, but one without it (io.BytesIO) by a Python call per opcode (3x
+            # the time)
+            return _Refusing(io.BufferedReader(io.BytesIO(raw), _READ_CHUNK)).load()
         except pickle.UnpicklingError as e:
             raise DumpError(f"{name}: refused: {e}") from None
         except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
@@ -403,15 +563,50 @@ def _dump(data: dict, name: str, rank: int | None, budget: _Budget) -> Dump:
         # every entry's scalar fields (torch writes about 20), counted at once
         budget.spend(len(raw_entries) * 24)
         newest = len(raw_entries) - FRAMES_KEPT  # the ring buffer is in the order it was written
+        canon = _canon()
+        known, states = canon.known, canon.states
+        add = entries.append
         for i, e in enumerate(raw_entries):
             if type(e) is not dict:
                 raise DumpError(f"{name}: entry {i} is not a record ({type(e).__name__})")
-            ent = _entry(e, budget, i >= newest)
+            # The shape every dump has, read in one go: its fields taken at once and their
+            # types compared at once, and what the comparison reads of them looked up among
+            # the entries already read (a job's hundreds of thousands of entries hold a few
+            # dozen distinct groups, ops, sizes and dtypes, each kept once). Anything else (a
+            # field missing, of another type, too long, not seen before) goes through _entry,
+            # which bounds and copies it.
+            ent = None
+            try:
+                v = _FIELDS(e)
+            except KeyError:
+                v = None
+            if v is not None and tuple(map(type, v)) == _SHAPE:
+                pg_key, cseq, pseq, op, state, sizes, dtypes, created, pg_id, p2p = v
+                try:
+                    # more than 64 tensors, or a size list longer than 16, is no
+                    # collective's: not copied here
+                    if len(sizes) > 64 or len(dtypes) > 64 or (sizes and max(map(len, sizes)) > 16):
+                        raise KeyError
+                    pg, desc, gid, op, sz, dt = known[
+                        pg_key, pg_id, op, tuple(map(tuple, sizes)), tuple(dtypes)
+                    ]
+                    state = states[state]
+                except (KeyError, TypeError):
+                    pass
+                else:
+                    seq = pseq if p2p else cseq
+                    frames = _frames(e.get("frames"), budget) if i >= newest else ()
+                    ent = _new_entry(
+                        Entry, (pg, seq, op, state, sz, dt, p2p, created, frames, desc, gid)
+                    )
             if ent is None:
-                continue
-            entries.append(ent)
-            if ent.pg_id:
-                id_to_name.setdefault(ent.pg_id, ent.pg)
+                ent = _entry(e, budget, i >= newest, canon)
+                if ent is None:
+                    continue
+            add(ent)
+            gid = ent.pg_id
+            if gid and gid not in id_to_name:
+                id_to_name[gid] = ent.pg
     groups: dict[str, Group] = {}
     cfg = data.get("pg_config")
     if isinstance(cfg, dict):
@@ -550,7 +745,98 @@ def _rank_list(text: str) -> tuple[int, ...]:
     return tuple(sorted({int(x) for x in _INTS.findall(text)}))
 
 
-def _entry(e: dict, budget: _Budget, frames_too: bool) -> Entry | None:
+class _Canon:
+    """What entries already read were read as, keyed by the raw values they were read from: a
+    job's hundreds of thousands of entries have a few dozen distinct groups, ops, sizes and
+    dtypes. Only what _entry read from plain values is put in (sizes of ints, dtypes of
+    strings); a dump that floods it with distinct ones makes it start over, so it stays small.
+    A key matches what compares equal: a size written 4.0 or True (no dump has one) reads as
+    the 4 or 1 met before, which the comparison of ranks takes for the same anyway."""
+
+    __slots__ = ("known", "states")
+
+    def __init__(self) -> None:
+        # (process_group, pg_id, profiling_name, tuple(map(tuple, input_sizes)),
+        #  tuple(input_dtypes)) -> (group name, its description, pg_id as text, op, sizes, dtypes)
+        self.known: dict[tuple, tuple[str, str, str, str, tuple, tuple[str, ...]]] = {}
+        self.states: dict[str, str] = {}  # state -> the same text
+
+    def full(self) -> bool:
+        return len(self.known) + len(self.states) > CANON_MAX
+
+    def learn(self, e: dict, ent: Entry) -> None:
+        """Remember what `ent` was read as from `e`, when it was read from plain values only."""
+        pg_key, pg_id, op, sizes, dtypes = (e.get(k) for k in _KNOWN_KEYS)
+        if not (
+            type(pg_key) is tuple
+            and len(pg_key) == 2
+            and type(pg_key[0]) is str
+            and type(pg_key[1]) is str
+            and type(pg_id) is int
+            and type(op) is str
+            and len(op) <= 200
+            and type(sizes) is list
+            and type(dtypes) is list
+            and tuple(map(tuple, sizes)) == ent.sizes  # _entry read them as they are
+            and all(set(map(type, x)) <= _INT_ONLY for x in ent.sizes)
+            and tuple(dtypes) == ent.dtypes
+        ):
+            return
+        self.known[pg_key, pg_id, op, ent.sizes, ent.dtypes] = (
+            ent.pg,
+            ent.pg_desc,
+            ent.pg_id,
+            ent.op,
+            ent.sizes,
+            ent.dtypes,
+        )
+        if type(ent.state) is str and ent.state == e.get("state"):
+            self.states.setdefault(ent.state, ent.state)
+
+
+# what an entry is read from when it has the shape every dump has (_dump), and those fields'
+# types there: process_group (name, desc), the two sequence numbers, profiling_name, state,
+# input_sizes, input_dtypes, time_created_ns, pg_id, is_p2p
+_FIELDS = itemgetter(
+    "process_group",
+    "collective_seq_id",
+    "p2p_seq_id",
+    "profiling_name",
+    "state",
+    "input_sizes",
+    "input_dtypes",
+    "time_created_ns",
+    "pg_id",
+    "is_p2p",
+)
+_SHAPE = (tuple, int, int, str, str, list, list, int, int, bool)
+_KNOWN_KEYS = ("process_group", "pg_id", "profiling_name", "input_sizes", "input_dtypes")
+
+
+CANON_MAX = 20_000
+_CANON = _Canon()
+
+
+def _canon() -> _Canon:
+    global _CANON
+    if _CANON.full():
+        _CANON = _Canon()
+    return _CANON
+
+
+def _frames(raw: object, budget: _Budget) -> tuple[tuple[str, str, int], ...]:
+    """An entry's Python frames, (name, filename, line) innermost first, at most MAX_FRAMES."""
+    if not isinstance(raw, (list, tuple)):
+        return ()
+    budget.spend(min(len(raw), MAX_FRAMES) * 4)
+    return tuple(
+        (_s(f.get("name", ""), 200), _s(f.get("filename", "")), _int(f.get("line")) or 0)
+        for f in raw[:MAX_FRAMES]
+        if isinstance(f, dict)
+    )
+
+
+def _entry(e: dict, budget: _Budget, frames_too: bool, canon: _Canon | None = None) -> Entry | None:
     # the caller counted its scalar fields in the budget; what nests is counted here
     get = e.get
     p2p = bool(get("is_p2p"))
@@ -559,6 +845,7 @@ def _entry(e: dict, budget: _Budget, frames_too: bool) -> Entry | None:
     if seq is None:
         return None
     pg = get("process_group")
+    pg_id = get("pg_id")
     if isinstance(pg, (list, tuple)) and len(pg) == 2 and type(pg[0]) is str and type(pg[1]) is str:
         pg_name, pg_desc = pg[0][:200], pg[1][:200]  # as every dump has it
     elif isinstance(pg, (list, tuple)) and pg:
@@ -566,20 +853,8 @@ def _entry(e: dict, budget: _Budget, frames_too: bool) -> Entry | None:
         pg_desc = _s(pg[1], 200) if len(pg) > 1 else ""
     else:
         pg_name, pg_desc = _s(get("pg_id", ""), 200), ""
-    pg_id = get("pg_id")
-    frames: list[tuple[str, str, int]] = []
-    raw_frames = get("frames") if frames_too else None
-    if isinstance(raw_frames, (list, tuple)):
-        budget.spend(min(len(raw_frames), MAX_FRAMES) * 4)
-        for f in raw_frames[:MAX_FRAMES]:
-            if isinstance(f, dict):
-                frames.append(
-                    (
-                        _s(f.get("name", ""), 200),
-                        _s(f.get("filename", "")),
-                        _int(f.get("line")) or 0,
-                    )
-                )
+    gid = "" if pg_id is None else (str(pg_id) if type(pg_id) is int else _s(pg_id, 32))
+    frames = _frames(get("frames"), budget) if frames_too else ()
     dtypes = get("input_dtypes")
     if type(dtypes) is list and len(dtypes) <= 64 and set(map(type, dtypes)) <= _STR_ONLY:
         dts = tuple(dtypes)
@@ -589,7 +864,7 @@ def _entry(e: dict, budget: _Budget, frames_too: bool) -> Entry | None:
     op = get("profiling_name", "")
     state = get("state", "")
     created = get("time_created_ns")
-    return Entry(
+    ent = Entry(
         pg_name,
         seq,
         op[:200] if type(op) is str else _s(op, 200),
@@ -598,10 +873,13 @@ def _entry(e: dict, budget: _Budget, frames_too: bool) -> Entry | None:
         dts,
         p2p,
         created if type(created) is int else (_int(created) or 0),
-        tuple(frames),
+        frames,
         pg_desc,
-        "" if pg_id is None else (str(pg_id) if type(pg_id) is int else _s(pg_id, 32)),
+        gid,
     )
+    if canon is not None and not canon.full():
+        canon.learn(e, ent)
+    return ent
 
 
 # ---------------------------------------------------------------- tarballs of dumps
