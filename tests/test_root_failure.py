@@ -133,6 +133,22 @@ def test_a_message_goes_on_over_the_lines_after_it():
     assert root.package == "transformers"
 
 
+def test_an_exception_raised_without_a_message_has_none():
+    """`raise NotImplementedError` prints the class alone; the log's next line is not its
+    message (Python continues a message on the next lines only after "Name: ")."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/tokenize_data.py", line 31, in load\n'
+        "    raise NotImplementedError\n"
+        "NotImplementedError\n"
+        "Process Process-2:\n"
+    )
+    root = find_root(scan_text(log))
+    assert root.exception == "NotImplementedError" and root.message == ""
+    with_colon = find_root(scan_text(log.replace("\nNotImplementedError\n", "\nValueError: \n")))
+    assert with_colon.exception == "ValueError" and with_colon.message == "Process Process-2:"
+
+
 # ---------------------------------------------------------------- wrappers
 MP_SPAWN = """\
 Traceback (most recent call last):

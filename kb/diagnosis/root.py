@@ -559,7 +559,9 @@ class _Reader:
         n, _, t, ln = self.items[j]
         ev = _Event(RootKind.EXCEPTION, n, t, exception=m.group("type"), held=ln)
         first = (m.group("msg") or "").strip()
-        more = self._continuation(j)
+        # "NotImplementedError" alone was raised with no message: Python prints one on the
+        # lines after only after "Name: ", so the next line is the log's, not the message's.
+        more = self._continuation(j) if m.group("msg") is not None else []
         if ln is not None and ln.block:
             # torchrun's summary follows: its title ("train.py FAILED") says it; the rest is read
             # as the summary it is (_summary).
