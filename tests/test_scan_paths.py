@@ -173,3 +173,46 @@ def test_read_scan_of_a_pipe_and_a_file_agree_at_full_size(tmp_path, engine_mode
         filed = read_scan(fh, str(path))
     assert piped.skimmed > 0
     assert _summary(piped) == _summary(filed)
+
+
+def _line_starts_of(body: bytes, offs) -> set[int]:
+    return {body.rfind(b"\n", 0, o) + 1 for o in offs}
+
+
+def test_the_pure_python_errorish_search_finds_the_regex_lines():
+    """The pure-Python search for error-looking lines (bytes.find per word) finds the lines
+    ERRORISH's regex finds, and no others, including at the edges of the searched span."""
+    from kb.scan import triggers
+
+    pieces = [
+        b"RuntimeError: CUDA error: out of memory",
+        b"errors were reported",  # "error" followed by a letter: no
+        b"Error",  # at the end of a line (the newline follows)
+        b"ValueError]",
+        b"some Exception raised",
+        b"ERROR\r",
+        b"FAILED tests/test_x.py",
+        b"default settings",  # "fault" inside a word, then a space: yes, as the regex does
+        b"Fatal:",
+        b"Killed",
+        b"terminate called after throwing",
+        b"AssertionError: x",
+        b"node1:12:12 [0] NCCL WARN Cuda failure",
+        b"Signal 9 (SIGKILL) received",
+        b"Signal x (SIGKILL)",  # no digits: no
+        b"Signal 15",  # cut: no
+        b"nothing here",
+        b"Errorless",
+        b"error",
+    ]
+    rnd = random.Random(4)
+    for _ in range(30):
+        lines = [rnd.choice(pieces) for _ in range(rnd.randrange(1, 40))]
+        body = b"\n".join(lines) + rnd.choice([b"\n", b""])
+        for start, end in [(0, len(body)), (3, len(body) - 2), (0, max(0, len(body) - 1))]:
+            # spans of whole lines, as the scan gives them
+            start = body.rfind(b"\n", 0, start) + 1 if start else 0
+            want = [m.start() for m in triggers._rx("ERRORISH").finditer(body, start, end)]
+            got = triggers._errorish_found(body, start, end)
+            assert got == sorted(got)
+            assert _line_starts_of(body, got) == _line_starts_of(body, want), (body, start, end)

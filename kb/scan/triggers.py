@@ -70,10 +70,21 @@ MIN_ALNUM = 6  # UTF-8 bytes of a literal's letters and digits (a CJK character 
 # skipped regions, text for lines leaving the tail): an error word before a colon, bracket, space
 # or the end of the line (a shell's bare "Killed", "Bus error"), NCCL's WARN lines and launchers'
 # signal reports, which hold no error word.
-_ERROR_WORDS = (
-    rb"(?:Error|Exception|error|ERROR|FAILED|Fatal|fault|Killed|terminate called|Assertion)"
+_ERROR_WORD_LIST = (
+    b"Error",
+    b"Exception",
+    b"error",
+    b"ERROR",
+    b"FAILED",
+    b"Fatal",
+    b"fault",
+    b"Killed",
+    b"terminate called",
+    b"Assertion",
 )
+_ERROR_WORDS = rb"(?:" + b"|".join(_ERROR_WORD_LIST) + rb")"
 _ERROR_EXTRA = rb"|NCCL WARN|Signal \d+ \(SIG"
+_ERROR_AFTER = frozenset(b":] \r\n")  # what follows an error word in ERRORISH
 # A failure of its own, among error-looking lines (kb.scan.extract keeps the earliest of them past
 # its window's cap): an error or exception name with its message ("CUDA error: an illegal memory
 # access", "RuntimeError: ..."), a traceback's start, a C++ terminate, an assertion, a crash. A
@@ -91,6 +102,7 @@ _SOURCES: dict[str, tuple[str | bytes, int]] = {
     "_CORE_RX": ("|".join(re.escape(w) for w in sorted(CORE, key=len, reverse=True)), 0),
     "_WORD": (r"\w+", 0),
     "_NOT_ALNUM": (r"[\W_]+", 0),
+    "_SIGNAL": (rb"Signal \d+ \(SIG", 0),
 }
 _CORE_B = tuple(w.encode() for w in CORE)
 
@@ -220,7 +232,7 @@ class Triggers:
         db = self.database("errorish") if hyperscan else None
         if db is not None:
             return _hyperscan_offsets(db, body, start, end)
-        offs = [m.start() for m in _rx("ERRORISH").finditer(body, start, end)]
+        offs = _errorish_found(body, start, end)
         if self.errorish:
             low = body[start:end].lower()
             offs += [start + o for o in self._literal_offsets(low, 0, len(low), errorish=True)]
@@ -434,3 +446,31 @@ def _hyperscan_offsets(db, body: bytes, start: int, end: int) -> list[int]:
     db.scan(view, match_event_handler=lambda _id, _frm, to, _fl, _ctx: add(start + to - 1))
     offs.sort()
     return offs
+
+
+def _errorish_found(body: bytes, start: int, end: int) -> list[int]:
+    """Offsets inside each line of body[start:end] that ERRORISH matches, sorted (a line may
+    come more than once), by bytes.find for each of its words: the pure-Python search, ~4x
+    Python's re over the same bytes. Each word is searched for alone, then the byte after it
+    checked; "Signal " is confirmed by the regex where found."""
+    out: list[int] = []
+    find = body.find
+    after = _ERROR_AFTER
+    for w in _ERROR_WORD_LIST:
+        n = len(w)
+        pos = find(w, start, end)
+        while pos != -1:
+            if pos + n < end and body[pos + n] in after:
+                out.append(pos)
+            pos = find(w, pos + 1, end)
+    pos = find(b"NCCL WARN", start, end)
+    while pos != -1:
+        out.append(pos)
+        pos = find(b"NCCL WARN", pos + 1, end)
+    pos = find(b"Signal ", start, end)
+    while pos != -1:
+        if _rx("_SIGNAL").match(body, pos, end):
+            out.append(pos)
+        pos = find(b"Signal ", pos + 1, end)
+    out.sort()
+    return out
