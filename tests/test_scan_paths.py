@@ -216,3 +216,26 @@ def test_the_pure_python_errorish_search_finds_the_regex_lines():
             got = triggers._errorish_found(body, start, end)
             assert got == sorted(got)
             assert _line_starts_of(body, got) == _line_starts_of(body, want), (body, start, end)
+
+
+def test_a_prepared_set_loads_its_failure_search_instead_of_compiling_it(monkeypatch):
+    """The failure search (the middle's last room) comes serialised with the set, like the
+    other two: a process that unpickles the set compiles nothing."""
+    import pickle
+
+    pytest.importorskip("hyperscan")
+    monkeypatch.delenv("KB_NO_HYPERSCAN", raising=False)
+    from kb.scan.triggers import Triggers
+
+    t = Triggers(["widget frobnication failed"])
+    t.prepare()
+    assert set(t.hs) == {"triggers", "errorish", "failure"}
+    loaded = pickle.loads(pickle.dumps(t))
+
+    def no_compile(self, kind):
+        raise AssertionError(f"compiled {kind}")
+
+    monkeypatch.setattr(Triggers, "_compile", no_compile)
+    body = b"ok\nRuntimeError: boom\nfine\n"
+    assert loaded.failure_offsets(body, 0, len(body), hyperscan=True)
+    assert loaded.database("failure") is not None
