@@ -48,7 +48,8 @@ import pickle
 import re
 import sys
 from functools import lru_cache, partial
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import add, itemgetter
 from typing import NamedTuple  # typing: only a job's lookup imports this module
 
 from kb.model.record import field, record
@@ -325,23 +326,35 @@ def workers(sources: list[tuple[str, int | None]]) -> int:
 
 
 def _read_in_pool(sources: list[tuple[str, int | None]], n: int) -> tuple[list[Dump], list[str]]:
+    """The dumps read by n processes: n - 1 workers forked here, and this one, which reads its
+    share while they read theirs (it would only wait otherwise) and then takes theirs."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    # this process's share is smaller: it also rebuilds what the workers send
+    mine = len(sources) * 3 // (4 * n)
+    theirs, here = sources[: len(sources) - mine], sources[len(sources) - mine :]
     # a few batches per worker, so one with the larger dumps does not hold the rest up
-    size = max(1, -(-len(sources) // (n * 4)))
-    batches = [sources[i : i + size] for i in range(0, len(sources), size)]
+    size = max(1, -(-len(theirs) // ((n - 1) * 4)))
+    batches = [theirs[i : i + size] for i in range(0, len(theirs), size)]
     dumps: list[Dump] = []
     problems: list[str] = []
     with ProcessPoolExecutor(
-        n, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start
+        n - 1, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start
     ) as pool:
-        for rows in pool.map(_read_batch, batches):
-            for row in rows:
+        futures = [pool.submit(_read_batch, b) for b in batches]
+        own = _read_batch(here, here=True)
+        for f in futures:
+            for row in f.result():
                 if type(row) is str:
                     problems.append(row)
                 else:
                     dumps.append(_from_row(row))
+    for row in own:
+        if type(row) is str:
+            problems.append(row)
+        else:
+            dumps.append(row)
     return dumps, problems
 
 
@@ -353,8 +366,9 @@ def _worker_start() -> None:
     gc.disable()
 
 
-def _read_batch(batch: list[tuple[str, int | None]]) -> list:
-    """In a worker: each dump of the batch as a row of plain values (_row), or its problem."""
+def _read_batch(batch: list[tuple[str, int | None]], here: bool = False) -> list:
+    """Each dump of the batch, or its problem: in a worker, as a row of plain values (_row) to
+    send back; `here`, as it is."""
     out: list = []
     for path, rank in batch:
         try:
@@ -363,7 +377,7 @@ def _read_batch(batch: list[tuple[str, int | None]]) -> list:
             out.append(str(e))
             continue
         if d is not None:
-            out.append(_row(d))
+            out.append(d if here else _row(d))
     return out
 
 
@@ -565,6 +579,14 @@ def _dump(data: dict, name: str, rank: int | None, budget: _Budget) -> Dump:
         newest = len(raw_entries) - FRAMES_KEPT  # the ring buffer is in the order it was written
         canon = _canon()
         known, states = canon.known, canon.states
+        fast = _columns(raw_entries, canon, budget)
+        if fast is not None:
+            entries = fast
+            # pg_id -> group name, the first entry's where two say (reversed: dict() keeps
+            # the last)
+            id_to_name = dict(zip(map(_GID, reversed(fast)), map(_PG, reversed(fast))))
+            id_to_name.pop("", None)
+            raw_entries = ()  # read
         add = entries.append
         for i, e in enumerate(raw_entries):
             if type(e) is not dict:
@@ -810,6 +832,12 @@ _FIELDS = itemgetter(
     "is_p2p",
 )
 _SHAPE = (tuple, int, int, str, str, list, list, int, int, bool)
+_SHAPES = tuple({t} for t in _SHAPE)
+_DICT_ONLY = {dict}
+# (pg, desc, gid, op, sizes, dtypes, seq, state, p2p, created, frames) -> Entry's order
+_IN_ORDER = itemgetter(0, 6, 3, 7, 4, 5, 8, 9, 10, 1, 2)
+_PG = itemgetter(0)
+_GID = itemgetter(10)
 _KNOWN_KEYS = ("process_group", "pg_id", "profiling_name", "input_sizes", "input_dtypes")
 
 
@@ -822,6 +850,69 @@ def _canon() -> _Canon:
     if _CANON.full():
         _CANON = _Canon()
     return _CANON
+
+
+def _columns(raw: list, canon: _Canon, budget: _Budget) -> list[Entry] | None:
+    """A dump's entries read column by column, each column in one pass in C, when every entry
+    has the usual shape (_FIELDS of the types _SHAPE, sizes and dtypes small); None when one
+    does not, for _dump to read them one by one. An entry whose values were not met before
+    (canon) is read by _entry, which learns them."""
+    n = len(raw)
+    if not n:
+        return []
+    try:
+        if set(map(type, raw)) != _DICT_ONLY:
+            return None
+        rows = list(map(_FIELDS, raw))
+    except KeyError:
+        return None
+    columns = tuple(zip(*rows))
+    for column, kinds in zip(columns, _SHAPES):
+        if set(map(type, column)) != kinds:
+            return None
+    pgs, cseqs, pseqs, ops, states, sizes, dtypes, created, pg_ids, p2ps = columns
+    try:
+        # more than 64 tensors, or a size list longer than 16, is no collective's: those are
+        # left to the careful read, which counts what it copies
+        if max(map(len, sizes)) > 64 or max(map(len, dtypes)) > 64:
+            return None
+        if max(map(len, chain.from_iterable(sizes)), default=0) > 16:
+            return None
+        keys = list(
+            zip(pgs, pg_ids, ops, map(tuple, map(map, repeat(tuple), sizes)), map(tuple, dtypes))
+        )
+        known = list(map(canon.known.get, keys))
+    except TypeError:  # a size that is not a list, a value that cannot be a key
+        return None
+    seqs = [p if b else c for c, p, b in zip(cseqs, pseqs, p2ps)] if True in p2ps else cseqs
+    sts = list(map(canon.states.get, states))
+    if None in known or None in sts:
+        out: list[Entry] = []
+        get, get_state = canon.known.get, canon.states.get
+        for i, (k, st) in enumerate(zip(known, sts)):
+            if k is None or st is None:  # learnt from an entry before it in this dump?
+                k, st = get(keys[i]), get_state(states[i])
+            if k is None or st is None:
+                ent = _entry(raw[i], budget, False, canon)
+                if ent is None:  # not reached: every sequence number is an int
+                    return None
+                out.append(ent)
+            else:
+                out.append(
+                    _entry_of(
+                        (k[0], seqs[i], k[3], st, k[4], k[5], p2ps[i], created[i], (), k[1], k[2])
+                    )
+                )
+    else:
+        # known: (pg, desc, gid, op, sizes, dtypes) + (seq, state, p2p, created, frames) in the
+        # order of Entry's fields
+        extra = zip(seqs, sts, p2ps, created, repeat(()))
+        out = list(map(_entry_of, map(_IN_ORDER, map(add, known, extra))))
+    for i in range(max(0, n - FRAMES_KEPT), n):  # the newest: what the rank was last doing
+        frames = _frames(raw[i].get("frames"), budget)
+        if frames:
+            out[i] = out[i]._replace(frames=frames)
+    return out
 
 
 def _frames(raw: object, budget: _Budget) -> tuple[tuple[str, str, int], ...]:
