@@ -116,6 +116,28 @@ def test_a_one_line_lookup_loads_no_module_it_does_not_use(tmp_path, json_option
     assert last == "LOADED [] 0", runs[-1].stdout + runs[-1].stderr
 
 
+def test_a_file_lookup_reads_no_yaml(tmp_path):
+    """A file is read as a job (kb.job): its launcher parsers take their wordings from the
+    loaded knowledge base's data, not from kb/data's YAML parsed and schema-checked again."""
+    log = tmp_path / "train.log"
+    log.write_text(MSG + "\n")
+    code = (
+        "import sys\n"
+        "from kb.cli.main import main\n"
+        f"rc = main(['lookup', '--file', {str(log)!r}])\n"
+        "print('LOADED', [m for m in ('yaml', 'jsonschema') if m in sys.modules], rc)\n"
+    )
+    env = dict(os.environ, KB_HOME=str(tmp_path / "home"))
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO
+        )
+        for _ in range(2)  # the first one builds the entry cache
+    ]
+    last = runs[-1].stdout.strip().splitlines()[-1]
+    assert last == "LOADED [] 0", runs[-1].stdout + runs[-1].stderr
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux rule only")
 @pytest.mark.parametrize("xdg", [None, "", "  ", "/tmp/somewhere"])
 def test_state_dir_is_where_platformdirs_puts_it(monkeypatch, xdg):

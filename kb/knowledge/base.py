@@ -501,6 +501,7 @@ def _complete(
         if (
             old is not None
             and old.hs
+            and "failure" in old.hs  # a set kept before the failure search was serialised
             and (old.literals, old.errorish) == (triggers.literals, triggers.errorish)
         ):
             triggers = old  # the same set: its databases are compiled already
