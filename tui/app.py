@@ -20,12 +20,13 @@ reaches kb only through its public API.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
@@ -197,6 +198,12 @@ class KbApp(App[int]):
         self._listed = threading.Event()  # the entries are listed (or the app has gone)
         if kb is None:
             self._writer = self.background.start(self._load_kb, "kb")
+
+    def run(self, *args: Any, **kwargs: Any) -> int | None:
+        # What has been imported lives as long as the process: left to the collector, it was
+        # walked again by a full collection in the first frames (~20 ms). Frozen, it is not.
+        gc.freeze()
+        return super().run(*args, **kwargs)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:

@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
@@ -501,6 +500,8 @@ class DetailPane(TextView):
         return text
 
     def _code(self, fix: Fix, st: Styles) -> RenderableType:
+        from rich.syntax import Syntax  # with Pygments, ~10 ms: imported when a fix shows code
+
         code = fix.code.rstrip()
         room = self._width - 3  # the padding below
         # A line wider than the pane wraps; numbered lines show where a wrap continues a line,
