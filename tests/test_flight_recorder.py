@@ -507,24 +507,31 @@ def test_what_is_learnt_stays_small():
 
 
 def test_many_dumps_read_by_a_pool_are_those_read_here(tmp_path, monkeypatch):
+    """Workers read as this process does, refuse what it refuses, and their dumps come back in
+    the order asked for, entries as Entry."""
+    import threading
+
     import fr_synth as S
 
     paths = S.write(_synth_dumps(), str(tmp_path / "fr"), "torch")
     (tmp_path / "fr" / "nccl_trace_rank_99").write_bytes(memo_bomb())
     (tmp_path / "fr" / "nccl_trace_rank_98").write_text("not a dump\n")
-    sources = [(p, None) for p in paths] + [
-        (str(tmp_path / "fr" / "nccl_trace_rank_99"), None),
-        (str(tmp_path / "fr" / "nccl_trace_rank_98"), None),
-    ]
+    # the bomb first (a worker's share), what is not a dump in the middle
+    sources = [(str(tmp_path / "fr" / "nccl_trace_rank_99"), None)] + [(p, None) for p in paths]
+    sources.insert(9, (str(tmp_path / "fr" / "nccl_trace_rank_98"), None))
     monkeypatch.setenv("KB_FR_WORKERS", "1")
     assert fr.workers(sources) == 1
     here = fr.read_files(sources)
-    monkeypatch.setenv("KB_FR_WORKERS", "2")
-    assert fr.workers(sources) == 2
-    pooled = fr._read_in_pool(sources, 2)
-    assert pooled == here
-    assert len(here[0]) == 16 and len(here[1]) == 1 and "refused" in here[1][0]
-    assert all(type(e) is fr.Entry for d in pooled[0] for e in d.entries)
+    assert len(here[0]) == 16 and len(here[1]) == 1 and "nccl_trace_rank_99: refused" in here[1][0]
+    assert [d.rank for d in here[0]] == [fr.rank_from_name(p) for p in paths]
+    monkeypatch.setenv("KB_FR_WORKERS", "3")
+    # a process with other threads is not forked (a lock one of them holds would be copied)
+    assert fr.workers(sources) == (3 if threading.active_count() == 1 else 1)
+    if threading.active_count() == 1:
+        for n in (2, 3):
+            pooled = fr._read_in_pool(sources, n)
+            assert pooled == here
+            assert all(type(e) is fr.Entry for d in pooled[0] for e in d.entries)
     # without the variable: a pool only for many dumps
     monkeypatch.delenv("KB_FR_WORKERS")
     assert fr.workers(sources) == 1
