@@ -239,3 +239,38 @@ def test_a_prepared_set_loads_its_failure_search_instead_of_compiling_it(monkeyp
     body = b"ok\nRuntimeError: boom\nfine\n"
     assert loaded.failure_offsets(body, 0, len(body), hyperscan=True)
     assert loaded.database("failure") is not None
+
+
+# A Windows OOM message wrapped by the terminal, as pasted: its figures on the last line, with no
+# line break after it.
+WRAPPED_TAIL = (
+    "RuntimeError: [enforce fail at ..\\c10\\core\\CPUAllocator.cpp:72] data. "
+    "DefaultCPUAllocator: not enough memory: you tried\n"
+    "to allocate 16777216000 bytes. Buy new RAM!"
+)
+
+
+@pytest.mark.parametrize("lines_before", [0, 30, 3000, 120_000])
+@pytest.mark.parametrize("newline_at_end", [False, True])
+def test_a_text_gets_one_answer_by_every_path(tmp_path, lines_before, newline_at_end):
+    """The same text as an argument, a pipe and a file: the same matches and root line. A short
+    one is read as a pasted message whatever path it came by; a last line without a line break
+    is read with the lines before it (here: the wrapped message's figures)."""
+    import io
+
+    import kb
+
+    text = "epoch 3 step 120 loss 0.4187 lr 3.0e-04\n" * lines_before + WRAPPED_TAIL
+    text += "\n" if newline_at_end else ""
+    path = tmp_path / "train.log"
+    path.write_text(text)
+    engine = kb.Engine()
+    results = [engine.lookup(io.BytesIO(text.encode())), engine.lookup(path)]
+    if lines_before < 1000:  # the string path is for pasted messages
+        results.append(engine.lookup(text))
+    answers = {(tuple(m.id for m in r.matches), r.root.line if r.root else None) for r in results}
+    assert len(answers) == 1, answers
+    assert results[0].matches and results[0].matches[0].id == "cpu-oom"
+    s = read_scan(io.BytesIO(text.encode()))
+    assert s.total_bytes == len(text.encode())  # the line break added at the end is not counted
+    assert s.total_lines == text.count("\n") + (not newline_at_end)

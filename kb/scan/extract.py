@@ -418,6 +418,8 @@ def scan(
     trigger word (for a short message, see scan_text).
 
     triggers: the knowledge base's trigger set (kb.scan.triggers); the default one without."""
+    added: list[int] = []  # the line break _terminated put at the end, not the input's
+    chunks = _terminated(chunks, added)
     win = _Window(triggers)
     line_no = 0  # newlines before the start of the current span (or of the oldest one held)
     total = 0
@@ -494,12 +496,31 @@ def scan(
     return Scan(
         win.lines(),
         line_no,
-        total,
+        total - len(added),
         win.dropped,
         bool(binary),
         skimmed,
         dropped_kinds={k: n for k, n in win.kinds.items() if n},
     )
+
+
+def _terminated(chunks: Iterable[bytes], added: list[int]) -> Iterator[bytes]:
+    """The chunks, the last one ending in a line break: a last line with none (a paste, a log
+    cut off mid-write) is read with the lines before it, so a message wrapped onto it is joined
+    as anywhere else. One chunk is held back to know which is the last."""
+    prev = None
+    for chunk in chunks:
+        if not chunk:
+            continue
+        if prev is not None:
+            yield prev
+        prev = chunk
+    if prev is not None:
+        if prev.endswith(b"\n"):
+            yield prev
+        else:
+            added.append(1)
+            yield prev + b"\n"
 
 
 def _trigger_windows(data: bytes, lo: int, hi: int, triggers: Triggers) -> list[tuple[int, int]]:

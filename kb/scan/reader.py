@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from kb.errors import InputError
 
@@ -288,6 +288,13 @@ class ChunkReader:
                     return
 
 
+def _chained(first: bytes, second: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    if second:
+        yield second
+    yield from rest
+
+
 def read_scan(
     stream: IO[bytes],
     name: str = "<input>",
@@ -295,10 +302,24 @@ def read_scan(
     triggers: Triggers | None = None,
 ) -> Scan:
     """The scan of a stream read through a ChunkReader, with the reader's warnings; `triggers`:
-    the knowledge base's trigger set (kb.scan.triggers)."""
-    from kb.scan.extract import scan
+    the knowledge base's trigger set (kb.scan.triggers).
+
+    A stream that turns out as short as a pasted message is read as one (every line kept, as
+    kb.scan.extract.scan_text does): the same text gives the same answer whether it came as an
+    argument, a pipe or a file."""
+    from kb.scan.extract import KEEP_HEAD, SHORT_TEXT_BYTES, scan
 
     reader = ChunkReader(stream, name)
-    s = scan(reader, every_line=every_line, triggers=triggers)
+    chunks: Iterable[bytes] = reader
+    if not every_line:
+        it = iter(reader)
+        first = next(it, b"")
+        rest = next(it, None) if len(first) <= SHORT_TEXT_BYTES else b""
+        if rest is None:  # the whole input, and short
+            every_line = first.count(b"\n") <= KEEP_HEAD
+            chunks = [first] if first else []
+        else:
+            chunks = _chained(first, rest, it)
+    s = scan(chunks, every_line=every_line, triggers=triggers)
     s.warnings.extend(reader.warnings)
     return s
