@@ -33,10 +33,34 @@ IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
         # a node's container log (/var/log/containers/*.log): time, stream, full or partial
         "2026-11-28T10:00:01.123456789Z stderr F [rank1]: " + IMA,
         "2026-11-28T10:00:01.123456789Z stdout P " + IMA,
+        # pytest's short test summary (-rf / -ra): the test's node id, then its exception line
+        "FAILED tests/test_model.py::test_forward[cuda-bf16] - " + IMA,
+        "ERROR tests/test_model.py::test_setup - " + IMA,
+        # Docker's json-file log driver: one JSON record per line the program printed
+        '{"log":"\\u001b[31m[rank1]: ' + IMA + '\\u001b[0m\\n","stream":"stderr",'
+        '"time":"2026-11-28T10:00:01.123456789Z"}',
     ],
 )
 def test_prefixes_are_peeled(raw):
     assert clean_line(raw) == IMA
+
+
+def test_a_json_looking_line_that_is_no_docker_record_is_kept_as_it_is():
+    assert clean_line('{"log":"unterminated') == '{"log":"unterminated'
+    assert clean_line('{"log":"x", "stream": 5') == '{"log":"x", "stream": 5'
+    assert clean_line('{"log":["not", "a string"]}') == '{"log":["not", "a string"]}'
+
+
+def test_a_docker_json_log_is_read_with_its_rank():
+    import json
+
+    lines = ["epoch 1 step 40 loss 0.61\n", "[rank1]: " + IMA + "\n"]
+    log = "".join(json.dumps({"log": t, "stream": "stderr", "time": "t"}) + "\n" for t in lines)
+    s = scan_text(log)
+    hit = [ln for ln in s.lines if ln.text == IMA]
+    assert hit and hit[0].rank == 1
+    r = lookup_text(log, kb=KB)
+    assert r.matches[0].id == "cuda-illegal-memory-access"
 
 
 def test_typographic_quotes_of_a_pasted_log_read_as_the_ascii_the_program_printed():

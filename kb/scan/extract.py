@@ -58,6 +58,7 @@ _PREFIX_SRC = r"""(?:
       | \((?:[\w.:-]+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)\s*                            # Ray: (MyActor pid=7046, ip=10.0.0.1)
       | \(raylet(?:,\s*ip=[\d.]+)?\)\s*                                             # (raylet)
       | \#\#\[(?:error|warning|debug|group|endgroup)\]\s*                        # GitHub Actions
+      | (?:FAILED|ERROR)\s+[^\s:]+::[^\s\[]+(?:\[[^\]]*\])?\s+-\s+              # pytest's short summary
       | \[?(?:ERROR|WARNING|WARN|INFO|DEBUG|CRITICAL|FATAL)\]?\s*[:\-|]?\s+        # log levels
       | [│┃║|]\s*                                                                # rich / box borders
       | (?:E\s{3,})                                                              # pytest failure lines
@@ -71,7 +72,18 @@ _BOLD_SRC = r"(?<!\*)\*\*(?=[^\s*])(.+?)(?<=[^\s*])\*\*(?!\*)"  # **text**, not 
 _PREFIX_START = frozenset(" \t0123456789[#rEIWDCF│┃║|>-*(")
 # A line starting with a letter carries a prefix only if it starts with one of these words (a
 # log level, "rank3:", pytest's "E   "): "CUDA error: ..." is passed over without the regex.
-_PREFIX_WORDS = ("rank", "ERROR", "E ", "E\t", "INFO", "WARN", "DEBUG", "CRITICAL", "FATAL")
+_PREFIX_WORDS = (
+    "rank",
+    "ERROR",
+    "E ",
+    "E\t",
+    "INFO",
+    "WARN",
+    "DEBUG",
+    "CRITICAL",
+    "FATAL",
+    "FAILED",
+)
 _RX: dict[str, re.Pattern] = {}
 
 
@@ -98,6 +110,8 @@ def peel(line: str) -> tuple[str, str]:
     """(prefix, text): the launcher / scheduler / logger prefixes peeled off a line, and the line
     as the program printed it. The prefix is kept because it says which rank printed the line
     ([rank3]:, [default0]:, srun's "3: ") and when; see kb.rank_prefix."""
+    if line.startswith('{"log":"'):
+        line = _docker_json(line)
     if "\x1b" in line:
         line = _rx("ansi").sub("", line)
     line = line.rstrip("\r\n")
@@ -118,6 +132,20 @@ def peel(line: str) -> tuple[str, str]:
     if not line.isascii():  # a web page's or word processor's quotes: the program printed ASCII
         line = line.translate(_TYPOGRAPHIC)
     return head, line.strip()
+
+
+def _docker_json(line: str) -> str:
+    """The line a program printed, from a record of Docker's json-file log driver
+    (`{"log":"...\\n","stream":"stderr","time":"..."}`, one per line in
+    /var/lib/docker/containers/<id>/<id>-json.log); the record as it is when it does not parse."""
+    import json
+
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return line
+    got = rec.get("log") if isinstance(rec, dict) else None
+    return got if isinstance(got, str) else line
 
 
 # Typographic quotes that pasting through a web page, chat or a word processor puts in place of
