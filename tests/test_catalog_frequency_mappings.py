@@ -15,17 +15,29 @@ KB = load()
 
 MET = [
     ("RuntimeError: Inference tensors do not track version counter.", "autograd-no-grad-fn"),
-    ("RuntimeError: index_select(): Expected dtype int32 or int64 for index", "op-not-implemented-for-dtype"),
-    ("RuntimeError: You must implement the backward function for custom autograd.Function.", "autograd-custom-function"),
+    (
+        "RuntimeError: index_select(): Expected dtype int32 or int64 for index",
+        "op-not-implemented-for-dtype",
+    ),
+    (
+        "RuntimeError: You must implement the backward function for custom autograd.Function.",
+        "autograd-custom-function",
+    ),
     ("IndexError: too many indices for tensor of dimension 2", "shape-mismatch"),
     ("RuntimeError: write(): fd 29 failed with Input/output error", "disk-full"),
-    ("AttributeError: cannot assign module before Module.__init__() call", "module-init-not-called"),
+    (
+        "AttributeError: cannot assign module before Module.__init__() call",
+        "module-init-not-called",
+    ),
     (
         "IndexError: invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
         "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number",
         "zero-dim-tensor-index",
     ),
-    ("TypeError: tensor(): argument 'dtype' must be torch.dtype, not type", "torch-dtype-argument-invalid"),
+    (
+        "TypeError: tensor(): argument 'dtype' must be torch.dtype, not type",
+        "torch-dtype-argument-invalid",
+    ),
     (
         "ValueError: Error initializing torch.distributed using tcp:// rendezvous: rank parameter missing",
         "init-method-rank-missing",
