@@ -280,14 +280,11 @@ def read_files(
             return got
     dumps: list[Dump] = []
     problems: list[str] = []
-    for path, rank in sources:
-        try:
-            d = read_file(path, rank)
-        except DumpError as e:
-            problems.append(str(e))
-            continue
-        if d is not None:
-            dumps.append(d)
+    for got in _read_batch(sources, here=True):
+        if isinstance(got, str):
+            problems.append(got)
+        else:
+            dumps.append(got)
     return dumps, problems
 
 
