@@ -205,3 +205,27 @@ def test_the_job_view_is_public_and_typed(tmp_path):
         v.role = kb.Role.UNKNOWN  # frozen
     assert json.dumps(v.to_dict())  # the enums are their words in JSON
     assert v.to_dict()["role"] == "root"
+
+
+# torch.distributed.launch in torch >= 2.0 passes --local-rank=N; a script declaring only
+# --local_rank exits 2 on argparse's usage error, printed with no rank prefix, after an
+# unrelated warning.
+LAUNCH_LOCAL_RANK = """\
+/opt/venv/lib/python3.11/site-packages/torch/_subclasses/functional_tensor.py:368: UserWarning: Failed to initialize NumPy: No module named 'numpy' (Triggered internally at /pytorch/torch/csrc/utils/tensor_numpy.cpp:84.)
+/opt/venv/lib/python3.11/site-packages/torch/distributed/launch.py:207: FutureWarning: The module torch.distributed.launch is deprecated
+and will be removed in future. Use torchrun.
+usage: train.py [-h] [--local_rank LOCAL_RANK]
+train.py: error: unrecognized arguments: --local-rank=0
+E1129 11:30:02.934000 18761 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 2) local_rank: 0 (pid: 18770) of binary: /opt/venv/bin/python
+"""
+
+
+def test_a_usage_error_printed_without_a_prefix_is_the_failed_rank_s():
+    """The root rank has only an exit code; the one error printed without a rank prefix is
+    known to an entry at medium confidence (a usage error): it is taken as the rank's, the
+    warning before it is not."""
+    jl = lookup_text(default_engine(), LAUNCH_LOCAL_RANK)
+    assert jl.job is not None and jl.job.root is not None
+    assert jl.job.root.rank == 0
+    assert jl.job.root.id == "launcher-local-rank-argument"
+    assert "unrecognized arguments" in jl.job.root.line

@@ -216,17 +216,18 @@ def _carries_cuda(m: Match) -> bool:
 
 
 def _first_event(
-    engine: Engine, lines: Sequence[SourcedLine]
+    engine: Engine, lines: Sequence[SourcedLine], levels: tuple[str, ...] = ("high",)
 ) -> tuple[_Event | None, LookupResult | None]:
     """The earliest strong event in a rank's lines (None when there is none), and the lookup
-    of those lines (None when there are no lines)."""
+    of those lines (None when there are no lines). `levels`: the confidences that count as
+    strong."""
     if not lines:
         return None, None
     s, orig = _rank_scan(lines)
     result = engine.lookup_scan(s, top=50, fulltext=False)
     strong: dict[int, list[Match]] = {}  # line number -> the strong matches on it, best first
     for found in result.matches:
-        if found.confidence != "high":
+        if found.confidence not in levels:
             continue
         numbers = {found.line_number} | {h.line_number for h in found.hits}
         for n in numbers:
@@ -525,6 +526,10 @@ def _root_record(v: _Working) -> RootRank:
     return RootRank(v.rank, FaultKind(kind), v.id, v.group, v.collective, seq, op, v.reason, v.host)
 
 
+# A Python warning ("UserWarning: Failed to initialize NumPy ..."): printed, not raised.
+_WARNING = re.compile(r"\b[A-Z]\w*Warning: ")
+
+
 def _attribute_unprefixed(
     engine: Engine, d: _Decision, launcher: RankInput, notes: list[str]
 ) -> None:
@@ -542,7 +547,13 @@ def _attribute_unprefixed(
     lines = [(ln, p) for ln, p in launcher.lines if not any(w in ln.text for w in own)]
     event, found = _first_event(engine, lines)
     if event is None or event.cause not in ("error", "exception"):
-        return
+        # No strong one: an error an entry knows at medium confidence (a usage error such as
+        # argparse's "unrecognized arguments: --local-rank=0" the launcher's argument caused)
+        # still says more than an exit code alone.
+        lines = [(ln, p) for ln, p in lines if not _WARNING.search(ln.text)]
+        event, found = _first_event(engine, lines, ("high", "medium"))
+        if event is None or event.cause != "error" or event.match is None:
+            return
     ln, path = event.line
     m = event.match
     if m is None and found is not None:
