@@ -115,13 +115,13 @@ def test_python_s_own_wordings_claim_nothing():
     assert m is not None and m.id == "python-index-error"
 
 
-
 def test_python_s_wordings_copied_by_dynamo_s_polyfills_claim_nothing():
     """torch/_dynamo/polyfills re-implement builtins with Python's messages: os.fspath's
     TypeError from a diffusers pipeline is not a compile failure."""
     r = lookup("TypeError: expected str, bytes or os.PathLike object, not NoneType")
     assert "dynamo-unsupported" not in [m.id for m in r.matches]
     assert r.root is not None and r.root.exception == "TypeError"
+
 
 def test_another_accelerator_s_oom_is_not_cuda_s():
     r = lookup(
