@@ -518,9 +518,7 @@ def scan(
             hold(chunk, first + 1, last)
         carry = chunk[last:]
     read_held()
-    if carry:
-        _scan_body(carry + b"\n", line_no, win, skip)
-        line_no += 1
+    # (nothing is carried past the end: _terminated ends the last chunk with a line break)
     return Scan(
         win.lines(),
         line_no,
@@ -727,21 +725,18 @@ def _keep_errorish(
     line_no: int,
     win: _Window,
     counted_from: int = 0,
-    offsets: Iterable[int] | None = None,
 ) -> tuple[int, int]:
     """Keep the earliest error-looking lines of a region no window has room for; once the
     middle is full, the earliest failure lines of the rest (_Window.keep_middle), found by one
     search of their own over it (no Python per warning of a flood): (lines kept, failure lines
     not kept for want of room, counted to the region's end). `line_no` is the number of lines
-    before offset `counted_from` of body; `offsets`, when given, are _errorish_offsets(body,
-    start, end) found already."""
+    before offset `counted_from` of body."""
     kept = lost = 0
     last = -1
     n, prev = line_no, counted_from
     rest = start  # where the search for failure lines alone begins
     if not win.middle_full:
-        found = _errorish_offsets(body, start, end, win.triggers) if offsets is None else offsets
-        for pos in found:
+        for pos in _errorish_offsets(body, start, end, win.triggers):
             ls = body.rfind(b"\n", 0, pos) + 1
             if ls == last:
                 continue
