@@ -107,7 +107,12 @@ class Engine:
         if self._kb is None:
             with self._lock:
                 if self._kb is None:
-                    self._kb = load(self.kb_dirs)
+                    kb = load(self.kb_dirs)
+                    if kb.data is not None:
+                        # what readers given no data use (the launcher parsers of a job):
+                        # never kb/data's YAML parsed and schema-checked again
+                        register_data(kb.data)
+                    self._kb = kb
         return self._kb
 
     @property

@@ -434,10 +434,6 @@ def analyze(
     caller could not read, said in the view."""
     ranks = group(lines)
     launcher = ranks.pop(LAUNCHER, None)
-    # The launcher parsers read their wordings from the loaded knowledge base's data: asked for
-    # here, the engine registers it, instead of the parsers reading kb/data's YAML again
-    # (yaml and jsonschema: ~0.15 s of a one-file lookup).
-    _ = engine.data
     summary = _torchrun(launcher)
     efs = [e for e, _, _ in error_files]
     global_of: dict[int, set[int]] = {}  # torchrun's local rank -> the global ranks it names
