@@ -301,23 +301,7 @@ def test_the_time_one_job_may_take_holds_on_ray(ray_local, tmp_path):
 
 def _actors_under(pid: int) -> list[int]:
     """The processes of this test's own Ray (under this process) that are kb's actors."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                kids = [int(x) for x in fh.read().split()]
-        except OSError:
-            continue
-        for k in kids:
-            try:
-                with open(f"/proc/{k}/cmdline", "rb") as fh:
-                    if fh.read().startswith(b"ray::_Triage"):
-                        found.append(k)
-            except OSError:
-                pass
-        todo += kids
-    return found
+    return [k for k in _descendants(pid) if _named(k, b"ray::_Triage")]
 
 
 @pytest.mark.ray
