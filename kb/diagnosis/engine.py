@@ -149,12 +149,8 @@ class Engine:
         if self._data is None:
             with self._lock:
                 if self._data is None:
-                    kb = self.knowledge
-                    if kb.data is not None:
-                        register_data(kb.data)
-                        self._data = kb.data
-                    else:
-                        self._data = bundled_data()
+                    kb = self.knowledge  # registers its data (see `knowledge`)
+                    self._data = kb.data if kb.data is not None else bundled_data()
         return self._data
 
     @property
