@@ -300,6 +300,16 @@ def test_matcher_cut_line(small):
     assert small.match("CUDA out of") == []
 
 
+def test_matcher_cut_line_must_go_on_with_its_last_word():
+    t = _t("stack expects a non-empty list of tensors")
+    m = Matcher([t])
+    # the line's last word may be cut, but only if the template goes on with its letters
+    assert m.match("RuntimeError: stack expects a non-empty list of ten")[0].cut
+    assert m.match("RuntimeError: stack expects a non-empty li")[0].template is t
+    # another message that shares the template's head is not the template cut short
+    assert m.match("RuntimeError: stack expects a non-empty TensorList") == []
+
+
 def test_matcher_wrapped_at_fixed_width_and_at_a_word(small):
     text = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
     a, b = text[:50], text[50:]  # fold -w 50: the break falls inside a word

@@ -99,6 +99,7 @@ class _Literal:
     prefix_rx: str  # its leading words, as many as there are, then the line's end (`prefix`)
     marks: list[tuple[int, int]]  # (group of the mark after each word, characters up to it)
     size: int  # literal characters (whitespace not counted)
+    text: str  # the literal as the template has it
     after_hole: bool  # a hole precedes it (else it starts where the previous part ended)
 
     @property
@@ -161,6 +162,7 @@ def _literal(text: str, after_hole: bool, first: bool, last: bool) -> _Literal:
         prefix_rx=rx,
         marks=marks,
         size=len(re.sub(r"\s+", "", text)),
+        text=text,
         after_hole=after_hole,
     )
 
@@ -278,14 +280,14 @@ class Matcher:
         t = self.templates[i]
         first = comp.lits[0].find.search(text)
         if first is None:
-            return self._try_cut(comp, t, trimmed)
+            return self._try_cut(comp, t, trimmed, text[len(trimmed) :])
         spans = [(first.start(), first.end())]
         pos = first.end()
         for k in range(1, len(comp.lits)):
             lit = comp.lits[k]
             m = lit.find.search(text, pos) if lit.after_hole else lit.find.match(text, pos)
             if m is None:
-                return self._try_cut(comp, t, trimmed)
+                return self._try_cut(comp, t, trimmed, text[len(trimmed) :])
             spans.append((m.start(), m.end()))
             pos = m.end()
         caps, start = self._lead(comp, text, spans[0][0])
@@ -311,9 +313,14 @@ class Matcher:
                 start = m.start()
         return caps, start
 
-    def _try_cut(self, comp: _Compiled, t: Template, text: str) -> CatalogMatch | None:
+    def _try_cut(
+        self, comp: _Compiled, t: Template, text: str, tail: str = ""
+    ) -> CatalogMatch | None:
         """The line ends inside the template: the literals it shows are in order and the last
-        one is a prefix of its literal (or the line ends inside a hole)."""
+        one is a prefix of its literal (or the line ends inside a hole). `tail` is the word the
+        line ended in, left out of `text` because a cut may have fallen inside it: where the
+        cut is inside a literal, the literal must go on with that word's letters ("non-empty
+        TensorList" is not "non-empty list of tensors" cut short)."""
         pos = 0
         got = 0
         start = -1
@@ -344,6 +351,8 @@ class Matcher:
                     if pm.group(g) is not None:
                         part = n
             if part and (pm is not None):
+                if tail and not _goes_on(lit.text, part, tail):
+                    return None
                 if start < 0:
                     start = pm.start()
                 if k and comp.holes_after[k - 1]:
@@ -442,6 +451,19 @@ class Matcher:
                     continue
             out.extend((n, m) for m in got)
         return out
+
+
+def _goes_on(literal: str, shown: int, tail: str) -> bool:
+    """Whether `literal`, after its first `shown` non-space characters, goes on with `tail`
+    (the cut word), compared without case or whitespace."""
+    seen = 0
+    i = 0
+    while i < len(literal) and seen < shown:
+        if not literal[i].isspace():
+            seen += 1
+        i += 1
+    rest = re.sub(r"\s+", "", literal[i:]).lower()
+    return rest.startswith(re.sub(r"\s+", "", tail).lower())
 
 
 def _prefix(text: str, start: int) -> str:
