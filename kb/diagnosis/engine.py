@@ -18,6 +18,7 @@ from _thread import RLock, allocate_lock  # threading's own locks, without impor
 from collections.abc import Iterable
 
 from kb.diagnosis.catalog_match import read as read_catalog
+from kb.diagnosis.causes import seen as seen_causes
 from kb.diagnosis.diagnose import (
     Finding,
     Reading,
@@ -35,7 +36,7 @@ from kb.knowledge.data import register as register_data
 from kb.knowledge.pickle_file import gc_paused
 from kb.knowledge.signatures import Hit, SignatureIndex, scan_hits
 from kb.model.entry import Entry, Match, Signature
-from kb.model.record import field, record
+from kb.model.record import field, record, replace
 from kb.model.root import RootFailure
 from kb.scan.extract import TAIL_BYTES, Scan, scan_text
 from kb.scan.reader import open_log, read_scan
@@ -283,8 +284,11 @@ class Engine:
                 f"error lines (Error:, Exception:, FAILED, Killed, NCCL WARN...); its start and its last "
                 f"{TAIL_BYTES >> 20} MiB were read in full"
             )
+        # The causes the log itself points to lead each shown match's list (kb.diagnosis.causes).
+        texts = [ln.text for ln in s.lines]
+        shown = [replace(m, causes_seen=seen_causes(m.entry, texts)) for m in matches[:top]]
         return LookupResult(
-            matches[:top],
+            shown,
             facts,
             findings,
             suggestions[:top],

@@ -276,6 +276,8 @@ class Match:
     line_number: int = 0
     captures: dict[str, str] = field(default_factory=dict)
     hits: tuple[HitRef, ...] = ()  # every line and signature of this entry that fired
+    # the entry's causes whose evidence quotes a wording this log shows (kb.diagnosis.causes)
+    causes_seen: tuple[int, ...] = ()
 
     @property
     def id(self) -> str:

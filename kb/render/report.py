@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+from kb.diagnosis.causes import ordered as ordered_causes
 from kb.diagnosis.diagnose import Finding
 from kb.diagnosis.engine import LookupResult
 from kb.knowledge.base import KnowledgeBase
@@ -40,6 +41,8 @@ def match_dict(m: Match) -> dict[str, Any]:
         # try first (every field, "" where the entry leaves one out).
         "summary": " ".join(m.entry.summary.split()),
         "fix": _first_fix(m),
+        # The entry's causes whose evidence quotes a wording this log shows, those first.
+        "causes_seen": [m.entry.causes[i].title for i in m.causes_seen],
     }
 
 
@@ -207,8 +210,9 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
         for f in r.diagnosis:
             out += _finding_text(f, st)
     out += ["", st.bold("Likely causes")]
-    for i, c in enumerate(e.causes[:3], 1):
-        out.append(_wrap(f"{i}. {c.title}", "  "))
+    for i, (c, shown) in enumerate(ordered_causes(e, best.causes_seen)[:3], 1):
+        mark = "  " + st.green("(this log shows it)") if shown else ""
+        out.append(_wrap(f"{i}. {c.title}", "  ") + mark)
         if c.evidence:
             out.append(st.dim(_wrap("tells it apart: " + c.evidence, "     ")))
     fix = e.fixes[0]
@@ -317,7 +321,10 @@ def _markdown(r: LookupResult, kb: KnowledgeBase) -> str:
         out += [f"- {a}" for a in f.advice] + [""]
     out += (
         ["**Likely causes**", ""]
-        + [f"{i}. {c.title}" for i, c in enumerate(e.causes[:3], 1)]
+        + [
+            f"{i}. {c.title}" + (" _(this log shows it)_" if shown else "")
+            for i, (c, shown) in enumerate(ordered_causes(e, m.causes_seen)[:3], 1)
+        ]
         + [""]
     )
     fix = e.fixes[0]
