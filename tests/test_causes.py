@@ -77,10 +77,10 @@ def test_the_class_own_wording_tells_no_cause_apart():
 def test_quotes_of_code_and_placeholders():
     got = _phrases(
         "set before 'import torch' or 'x = 1'; the log says 'Process <pid> has N GiB memory in use'"
-        " and `ab`"
+        " and `ab` and 'Last error'"
     )
     # code is what a traceback echoes whatever the cause; placeholders split a quote, and
-    # fragments too short to say anything are dropped
+    # fragments or wordings too short to say anything are dropped
     assert got == [["process", "gib memory in use"]]
 
 

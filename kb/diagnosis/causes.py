@@ -5,9 +5,9 @@ evidence quotes what the log shows for it ("'cannot find -lcuda' just above ..."
 log holds such a quoted wording, that cause is no longer a guess from the entry's order: it
 leads, marked as seen. Only quoted wordings count (a quote is what the log prints, the rest of
 an evidence text is prose or a command to run), and a quote's placeholders ("<pid>", "N",
-"...") split it into fragments that must all be in the log. A wording the entry's own examples
-show is the class's message, in every log it matches ("Tried to allocate" for any OOM): it tells
-no cause apart, so it does not count.
+"...") split it into fragments that must all be in the log. A wording most of the entry's own
+examples show is the class's message, in every log it matches ("Tried to allocate" for any OOM):
+it tells no cause apart, so it does not count.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 
 TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold start)
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Collection, Iterable
 
     from kb.model.entry import Cause, Entry
 
@@ -27,6 +27,7 @@ _QUOTED = re.compile(r"(?<![\w])(?:'([^']{4,200})'|\"([^\"]{4,200})\"|`([^`]{4,2
 _HOLE = re.compile(r"<[^>]*>|\{[^}]*\}|\.\.\.|…|(?<![\w.])[A-Z](?![\w])")
 _CODE = re.compile(r"\s*(?:import|from|def|class|with|for|if|return)\s|.*\s=\s")
 MIN_FRAGMENT = 6  # shorter pieces say too little to count as the log showing the wording
+MIN_WORDING = 16  # nor does a wording this short ("Last error", "caused by", "state_dict")
 
 
 def _phrases(evidence: str) -> list[list[str]]:
@@ -38,29 +39,60 @@ def _phrases(evidence: str) -> list[list[str]]:
             continue  # a line of the user's code, which a traceback echoes whatever the cause
         pieces = [p.strip(" .,;:()'\"").lower() for p in _HOLE.split(quote)]
         pieces = [p for p in pieces if len(p) >= MIN_FRAGMENT]
-        if pieces:
+        if sum(map(len, pieces)) >= MIN_WORDING:
             out.append(pieces)
     return out
 
 
-def seen(entry: Entry, lines: Iterable[str]) -> tuple[int, ...]:
+# Per entry object (an engine keeps its entries; a rebuilt one holds new objects): each cause's
+# telling wordings, the class's own left out.
+_TELLING: dict[int, tuple[Entry, tuple[tuple[int, list[list[str]]], ...]]] = {}
+
+
+def _shows(example: str, phrase: list[str]) -> bool:
+    low = example.lower()
+    return all(f in low for f in phrase)
+
+
+def _telling(entry: Entry) -> tuple[tuple[int, list[list[str]]], ...]:
+    """The causes' quoted wordings, less the class's own message, which is no one cause's
+    ("Tried to allocate" in an OOM): what the entry's signatures spell out, or most of its
+    examples show."""
+    got = _TELLING.get(id(entry))
+    if got is not None and got[0] is entry:
+        return got[1]
+    out: list[tuple[int, list[list[str]]]] = []
+    if len(entry.causes) >= 2:
+        examples = entry.examples_match
+        # the class's own wording: what its signatures spell out (escapes dropped)
+        spelled = "\n".join(re.sub(r"\\(.)", r"\1", sig.pattern) for sig in entry.signatures)
+        for i, c in enumerate(entry.causes):
+            keep = [
+                p
+                for p in (_phrases(c.evidence) if c.evidence else [])
+                if not _shows(spelled, p)
+                and 2 * sum(_shows(x, p) for x in examples) <= len(examples)
+            ]
+            if keep:
+                out.append((i, keep))
+    if len(_TELLING) > 4096:
+        _TELLING.clear()
+    _TELLING[id(entry)] = (entry, tuple(out))
+    return tuple(out)
+
+
+def seen(entry: Entry, lines: Iterable[str], own: Collection[str] = ()) -> tuple[int, ...]:
     """Indices of the entry's causes whose evidence quotes a wording the lines show, most
-    wordings first (the entry's order among equals)."""
-    if len(entry.causes) < 2:
+    wordings first (the entry's order among equals). `own`: the lines the entry's signatures
+    matched, left out: what tells a cause apart is what else the log shows (the line above
+    the linker's summary), not the class's own message."""
+    telling = _telling(entry)
+    if not telling:
         return ()
-    text = ""
-    common = ""
-    scored: list[tuple[int, int]] = []
-    for i, c in enumerate(entry.causes):
-        phrases = _phrases(c.evidence) if c.evidence else []
-        if not phrases:
-            continue
-        if not text:
-            text = "\n".join(lines).lower()
-            common = "\n".join(entry.examples_match).lower()
-        n = sum(1 for p in phrases if all(f in text for f in p) and not all(f in common for f in p))
-        if n:
-            scored.append((-n, i))
+    text = "\n".join(ln for ln in lines if ln not in own).lower()
+    scored = [
+        (-n, i) for i, phrases in telling if (n := sum(all(f in text for f in p) for p in phrases))
+    ]
     return tuple(i for _, i in sorted(scored))
 
 

@@ -286,7 +286,10 @@ class Engine:
             )
         # The causes the log itself points to lead each shown match's list (kb.diagnosis.causes).
         texts = [ln.text for ln in s.lines]
-        shown = [replace(m, causes_seen=seen_causes(m.entry, texts)) for m in matches[:top]]
+        shown = [
+            replace(m, causes_seen=seen_causes(m.entry, texts, {m.line, *(h.line for h in m.hits)}))
+            for m in matches[:top]
+        ]
         return LookupResult(
             shown,
             facts,
