@@ -427,7 +427,7 @@ class DetailPane(TextView):
         if r is not None:
             out += self._diagnosis(r.diagnosis, None if guess else m, st)
         out += self._fixes(e, st, first="Try first" if m is not None and not guess else "")
-        out += self._causes(e, st)
+        out += self._causes(e, st, m.causes_seen if m is not None and not guess else ())
         out += self._diagnostics(e, st)
         out += self._more_fixes(e, st)
         out.append(self._section("About this error", st))
@@ -548,12 +548,18 @@ class DetailPane(TextView):
                 out.append(self._code(fix, st))
         return out
 
-    def _causes(self, e: Entry, st: Styles) -> list[RenderableType]:
+    def _causes(self, e: Entry, st: Styles, seen: tuple[int, ...] = ()) -> list[RenderableType]:
         if not e.causes:
             return []
         out: list[RenderableType] = [self._section("Causes (most likely first)", st)]
-        for i, c in enumerate(e.causes, 1):
-            out.append(bullet(Text(c.title, style="bold"), st, f"{i}."))
+        # the causes whose telling wording this log shows lead, as in kb lookup's report
+        order = [*seen, *(i for i in range(len(e.causes)) if i not in seen)]
+        for n, k in enumerate(order, 1):
+            c = e.causes[k]
+            title = Text(c.title, style="bold")
+            if k in seen:
+                title.append("  (this log shows it)", style=st["dim"])
+            out.append(bullet(title, st, f"{n}."))
             if c.detail:
                 out.append(Padding(Text(" ".join(c.detail.split())), (0, 0, 0, 3)))
             if c.evidence:

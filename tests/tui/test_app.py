@@ -985,3 +985,26 @@ def test_a_fifo_given_as_the_path_is_read_once_as_a_pipe(tmp_path, monkeypatch):
     args = SimpleNamespace(path=str(fifo), file=None, kb_dir=None)
     assert command_line.main(args, make_app) == 0
     assert made["log"] is None and made["data"] == (ILLEGAL + "\n").encode()
+
+
+def test_the_cause_the_log_shows_leads_the_detail():
+    # the linker's summary is the class's line; the line above it says which cause it is
+    log = (
+        "/usr/bin/ld: cannot find -lcuda: No such file or directory\n"
+        "collect2: error: ld returned 1 exit status\n"
+    )
+
+    async def go():
+        app = create_app(environment=no_probe_env())
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, until=lambda: app.kb is not None)
+            app.query_one("#paste", TextArea).insert(log)
+            await settle(pilot)
+            assert option_ids(app)[0] == "jit-extension-build-failed"
+            text = detail_text(app)
+            causes = text.split("Causes (most likely first)", 1)[1]
+            first = causes.strip().splitlines()[0]
+            assert "libcuda" in first and "(this log shows it)" in first
+            assert causes.count("(this log shows it)") == 1
+
+    run(go())
