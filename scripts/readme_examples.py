@@ -157,12 +157,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write today's outputs into the README")
     ap.add_argument("--readme", type=Path, default=REPO / "README.md")
+    ap.add_argument(
+        "--home",
+        type=Path,
+        help="the KB_HOME the commands run with (default: a new empty one, as a first-time user's)",
+    )
     args = ap.parse_args()
     text = args.readme.read_text(encoding="utf-8")
     lines = text.split("\n")
     stale: list[str] = []
     replace: list[tuple[Command, list[str]]] = []
-    with tempfile.TemporaryDirectory(prefix="kb-readme-home-") as home:
+    with tempfile.TemporaryDirectory(prefix="kb-readme-home-") as fresh:
+        home = str(args.home) if args.home else fresh
         for b in blocks(lines):
             runnable = [c for c in b.commands if c.runs]
             if not runnable:
