@@ -39,10 +39,19 @@ IMA = "RuntimeError: CUDA error: an illegal memory access was encountered"
         # Docker's json-file log driver: one JSON record per line the program printed
         '{"log":"\\u001b[31m[rank1]: ' + IMA + '\\u001b[0m\\n","stream":"stderr",'
         '"time":"2026-11-28T10:00:01.123456789Z"}',
+        # a line pasted as Markdown inline code, closed on the line or not
+        "`" + IMA + "`",
+        "`" + IMA,
+        "> `" + IMA + "`",
     ],
 )
 def test_prefixes_are_peeled(raw):
     assert clean_line(raw) == IMA
+
+
+def test_a_message_that_quotes_a_name_keeps_its_backticks():
+    for msg in ("`trust_remote_code` is not supported anymore.", "```python", "``x``"):
+        assert clean_line(msg) == msg
 
 
 def test_a_json_looking_line_that_is_no_docker_record_is_kept_as_it_is():

@@ -106,6 +106,11 @@ def clean_line(line: str) -> str:
     return peel(line)[1]
 
 
+def _inline_code(line: str) -> bool:
+    """A line that opens with one backtick and has no other before its last character."""
+    return line.startswith("`") and "`" not in line[1:].rstrip()[:-1]
+
+
 def peel(line: str) -> tuple[str, str]:
     """(prefix, text): the launcher / scheduler / logger prefixes peeled off a line, and the line
     as the program printed it. The prefix is kept because it says which rank printed the line
@@ -115,16 +120,24 @@ def peel(line: str) -> tuple[str, str]:
     if "\x1b" in line:
         line = _rx("ansi").sub("", line)
     line = line.rstrip("\r\n")
-    start = 0
-    first = line[:1]
-    if first in _PREFIX_START and (not first.isalpha() or line.startswith(_PREFIX_WORDS)):
-        prefix = _rx("prefix")
-        for _ in range(8):
-            m = prefix.match(line, start)
-            if not m or m.end() == start:
-                break
-            start = m.end()
-    head, line = line[:start], line[start:]
+    head = ""
+    for _ in range(2):
+        if _inline_code(line):
+            # a line pasted as Markdown inline code (`ERROR: ...`, > `ImportError: ...`): its
+            # backticks are the paste's; a message that quotes a name (`x` is not ...) keeps them
+            head, line = head + "`", line[1:].rstrip().removesuffix("`")
+        start = 0
+        first = line[:1]
+        if first in _PREFIX_START and (not first.isalpha() or line.startswith(_PREFIX_WORDS)):
+            prefix = _rx("prefix")
+            for _ in range(8):
+                m = prefix.match(line, start)
+                if not m or m.end() == start:
+                    break
+                start = m.end()
+        head, line = head + line[:start], line[start:]
+        if not _inline_code(line):
+            break
     if line.endswith(("│", "┃", "║")):
         line = _rx("box").sub("", line)
     if "**" in line:  # Markdown emphasis in pasted reports: "**RuntimeError: CUDA out of memory.**"
