@@ -116,6 +116,8 @@ class _Pool:
             if not finished:
                 _stop_workers(ex)
             ex.shutdown(wait=finished, cancel_futures=not finished)
+            if not finished:
+                _await_manager(ex)
 
     def _alone(self, job: Job) -> dict:
         """A job read in a pool of its own: its row, or an error row if it kills the worker."""
@@ -150,6 +152,17 @@ def _stop_workers(ex: ProcessPoolExecutor) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(2)
+
+
+def _await_manager(ex: ProcessPoolExecutor, seconds: float = 5.0) -> None:
+    """Let the pool's manager thread finish closing its wake-up pipe before the caller exits:
+    at interpreter exit concurrent.futures wakes every manager thread, and one still closing
+    that pipe makes the write fail ("Exception ignored in: <module 'threading'> ... OSError:
+    [Errno 9] Bad file descriptor", CPython < 3.12) after kb has said it was stopped."""
+    thread = getattr(ex, "_executor_manager_thread", None)
+    if thread is not None:
+        with suppress(Exception):
+            thread.join(seconds)
 
 
 def _die_with_parent() -> None:
