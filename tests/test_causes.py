@@ -2,31 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-from kb.diagnosis.causes import _phrases, ordered, seen
+from kb.diagnosis.causes import _phrases, seen
 from kb.diagnosis.engine import Engine
-from kb.render.report import result_text
+from kb.render.report import result_dict, result_text
 from kb.render.style import Style
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def kb_cli(*args, input=None):
-    return subprocess.run(
-        [sys.executable, "-m", "kb", *args],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, NO_COLOR="1"),
-        input=input,
-        cwd=REPO,
-        timeout=120,
-    )
-
 
 LINKER = (
     "/usr/bin/ld: cannot find -lcuda: No such file or directory\n"
@@ -40,7 +19,7 @@ def test_a_quoted_wording_in_the_log_moves_its_cause_first():
     assert best is not None and best.id == "jit-extension-build-failed"
     first = best.entry.causes[best.causes_seen[0]]
     assert "libcuda" in first.title
-    causes = ordered(best.entry, best.causes_seen)
+    causes = best.causes_in_order()
     assert causes[0] == (first, True) and not any(shown for _, shown in causes[1:])
     # every cause is still listed, once
     assert sorted(c.title for c, _ in causes) == sorted(c.title for c in best.entry.causes)
@@ -56,11 +35,11 @@ def test_the_text_report_marks_the_cause_the_log_shows():
 
 
 def test_json_names_the_causes_seen():
-    p = kb_cli("lookup", "--json", "--stdin", input=LINKER)
-    m = json.loads(p.stdout)["matches"][0]
+    eng = Engine()
+    m = result_dict(eng.lookup(LINKER), eng.knowledge)["matches"][0]
     assert m["causes_seen"] and "libcuda" in m["causes_seen"][0]
-    p = kb_cli("lookup", "--json", "CUDA error: an illegal memory access was encountered")
-    assert json.loads(p.stdout)["matches"][0]["causes_seen"] == []
+    r = eng.lookup("CUDA error: an illegal memory access was encountered")
+    assert result_dict(r, eng.knowledge)["matches"][0]["causes_seen"] == []
 
 
 def test_the_class_own_wording_tells_no_cause_apart():

@@ -427,7 +427,7 @@ class DetailPane(TextView):
         if r is not None:
             out += self._diagnosis(r.diagnosis, None if guess else m, st)
         out += self._fixes(e, st, first="Try first" if m is not None and not guess else "")
-        out += self._causes(e, st, m.causes_seen if m is not None and not guess else ())
+        out += self._causes(e, st, m if not guess else None)
         out += self._diagnostics(e, st)
         out += self._more_fixes(e, st)
         out.append(self._section("About this error", st))
@@ -548,16 +548,15 @@ class DetailPane(TextView):
                 out.append(self._code(fix, st))
         return out
 
-    def _causes(self, e: Entry, st: Styles, seen: tuple[int, ...] = ()) -> list[RenderableType]:
+    def _causes(self, e: Entry, st: Styles, m: Match | None = None) -> list[RenderableType]:
         if not e.causes:
             return []
         out: list[RenderableType] = [self._section("Causes (most likely first)", st)]
-        # the causes whose telling wording this log shows lead, as in kb lookup's report
-        order = [*seen, *(i for i in range(len(e.causes)) if i not in seen)]
-        for n, k in enumerate(order, 1):
-            c = e.causes[k]
+        # for a match, those whose telling wording this log shows lead, as in kb lookup's report
+        causes = m.causes_in_order() if m is not None else [(c, False) for c in e.causes]
+        for n, (c, shown) in enumerate(causes, 1):
             title = Text(c.title, style="bold")
-            if k in seen:
+            if shown:
                 title.append("  (this log shows it)", style=st["dim"])
             out.append(bullet(title, st, f"{n}."))
             if c.detail:

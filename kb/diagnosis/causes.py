@@ -18,14 +18,29 @@ TYPE_CHECKING = False  # typing stays unimported at run time (kb lookup's cold s
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
 
-    from kb.model.entry import Cause, Entry
+    from kb.model.entry import Entry
 
-# '...', "..." or `...` spans: a quote opens after a non-word character (an apostrophe inside a
-# word, "the model's output", opens nothing)
-_QUOTED = re.compile(r"(?<![\w])(?:'([^']{4,200})'|\"([^\"]{4,200})\"|`([^`]{4,200})`)")
-# placeholders inside a quote: <pid>, {name}, ..., a lone capital or N standing for a number
-_HOLE = re.compile(r"<[^>]*>|\{[^}]*\}|\.\.\.|…|(?<![\w.])[A-Z](?![\w])")
-_CODE = re.compile(r"\s*(?:import|from|def|class|with|for|if|return)\s|.*\s=\s")
+_SOURCES = {
+    # '...', "..." or `...` spans: a quote opens after a non-word character (an apostrophe
+    # inside a word, "the model's output", opens nothing)
+    "quoted": r"(?<![\w])(?:'([^']{4,200})'|\"([^\"]{4,200})\"|`([^`]{4,200})`)",
+    # placeholders inside a quote: <pid>, {name}, ..., a lone capital or N standing for a number
+    "hole": r"<[^>]*>|\{[^}]*\}|\.\.\.|…|(?<![\w.])[A-Z](?![\w])",
+    # a line of code: a statement's keyword first, or an assignment
+    "code": r"\s*(?:import|from|def|class|with|for|if|return)\s|.*\s=\s",
+}
+_RX: dict[str, re.Pattern[str]] = {}
+
+
+def _rx(name: str) -> re.Pattern[str]:
+    # Compiled on first use: a lookup that matches nothing, or only entries already read in
+    # this process, compiles none of them (kb lookup's cold start).
+    rx = _RX.get(name)
+    if rx is None:
+        rx = _RX[name] = re.compile(_SOURCES[name])
+    return rx
+
+
 MIN_FRAGMENT = 6  # shorter pieces say too little to count as the log showing the wording
 MIN_WORDING = 16  # nor does a wording this short ("Last error", "caused by", "state_dict")
 
@@ -33,11 +48,11 @@ MIN_WORDING = 16  # nor does a wording this short ("Last error", "caused by", "s
 def _phrases(evidence: str) -> list[list[str]]:
     """The quoted wordings of an evidence text, each as the fragments it must show."""
     out: list[list[str]] = []
-    for m in _QUOTED.finditer(evidence):
+    for m in _rx("quoted").finditer(evidence):
         quote = next(g for g in m.groups() if g is not None)
-        if _CODE.match(quote):
+        if _rx("code").match(quote):
             continue  # a line of the user's code, which a traceback echoes whatever the cause
-        pieces = [p.strip(" .,;:()'\"").lower() for p in _HOLE.split(quote)]
+        pieces = [p.strip(" .,;:()'\"").lower() for p in _rx("hole").split(quote)]
         pieces = [p for p in pieces if len(p) >= MIN_FRAGMENT]
         if sum(map(len, pieces)) >= MIN_WORDING:
             out.append(pieces)
@@ -94,10 +109,3 @@ def seen(entry: Entry, lines: Iterable[str], own: Collection[str] = ()) -> tuple
         (-n, i) for i, phrases in telling if (n := sum(all(f in text for f in p) for p in phrases))
     ]
     return tuple(i for _, i in sorted(scored))
-
-
-def ordered(entry: Entry, first: tuple[int, ...]) -> list[tuple[Cause, bool]]:
-    """The entry's causes with those the log points to first: (cause, seen) pairs."""
-    lead = [(entry.causes[i], True) for i in first]
-    rest = [(c, False) for i, c in enumerate(entry.causes) if i not in first]
-    return lead + rest

@@ -285,7 +285,7 @@ class Engine:
                 f"{TAIL_BYTES >> 20} MiB were read in full"
             )
         # The causes the log itself points to lead each shown match's list (kb.diagnosis.causes).
-        texts = [ln.text for ln in s.lines]
+        texts = [ln.text for ln in s.lines] if matches else []
         shown = [
             replace(m, causes_seen=seen_causes(m.entry, texts, {m.line, *(h.line for h in m.hits)}))
             for m in matches[:top]

@@ -283,6 +283,13 @@ class Match:
     def id(self) -> str:
         return self.entry.id
 
+    def causes_in_order(self) -> list[tuple[Cause, bool]]:
+        """The entry's causes, those this log shows (causes_seen) first: (cause, shown) pairs.
+        What kb lookup's report and the TUI list, in the same order."""
+        causes = self.entry.causes
+        lead = [(causes[i], True) for i in self.causes_seen]
+        return lead + [(c, False) for i, c in enumerate(causes) if i not in self.causes_seen]
+
 
 @record(frozen=True)
 class Evidence:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import textwrap
 
-from kb.diagnosis.causes import ordered as ordered_causes
 from kb.diagnosis.diagnose import Finding
 from kb.diagnosis.engine import LookupResult
 from kb.knowledge.base import KnowledgeBase
@@ -210,7 +209,7 @@ def result_text(r: LookupResult, kb: KnowledgeBase, st: Style) -> str:
         for f in r.diagnosis:
             out += _finding_text(f, st)
     out += ["", st.bold("Likely causes")]
-    for i, (c, shown) in enumerate(ordered_causes(e, best.causes_seen)[:3], 1):
+    for i, (c, shown) in enumerate(best.causes_in_order()[:3], 1):
         mark = "  " + st.green("(this log shows it)") if shown else ""
         out.append(_wrap(f"{i}. {c.title}", "  ") + mark)
         if c.evidence:
@@ -323,7 +322,7 @@ def _markdown(r: LookupResult, kb: KnowledgeBase) -> str:
         ["**Likely causes**", ""]
         + [
             f"{i}. {c.title}" + (" _(this log shows it)_" if shown else "")
-            for i, (c, shown) in enumerate(ordered_causes(e, m.causes_seen)[:3], 1)
+            for i, (c, shown) in enumerate(m.causes_in_order()[:3], 1)
         ]
         + [""]
     )
