@@ -44,6 +44,27 @@ def test_an_entry_s_details_are_compressed_and_read_when_shown(kb_bundled):
     assert again == entry and len(pickle_file.dumps(pickle.loads(packed))) == len(packed)
 
 
+def test_a_signature_s_fields_are_read_when_its_literal_is_in_a_line(kb_bundled):
+    """The cache's ~1,400 signatures come back as what the index reads of every candidate (id,
+    literal, head...); the rest (pattern, level, captures' diagnosis...) is unpickled for the few
+    signatures whose literal a line holds."""
+    from kb.knowledge.signatures import SignatureIndex
+
+    back = pickle.loads(pickle_file.dumps(kb_bundled))
+    sigs = [s for e in back.entries for s in e.signatures]
+    assert all("pattern" not in s.__dict__ for s in sigs)  # none read yet
+    index = SignatureIndex(back.entries, back.signature_tables)
+    hits = index.match_line("CUDA error: an illegal memory access was encountered")
+    assert [h.entry.id for h in hits] == ["cuda-illegal-memory-access"]
+    read = [s for s in sigs if "pattern" in s.__dict__]
+    assert hits[0].signature in read and len(read) < len(sigs) // 20
+    by_id = {(e.id, s.id): s for e in kb_bundled.entries for s in e.signatures}
+    for e in back.entries[:30]:
+        for s in e.signatures:
+            assert s == by_id[(e.id, s.id)]  # every field, read on demand
+    assert pickle.loads(pickle_file.dumps(back)).entries == back.entries  # written again as read
+
+
 def _stat(tmp_path, mode: int, kind: str = "file") -> os.stat_result:
     p = tmp_path / "x"
     if kind == "file":

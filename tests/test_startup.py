@@ -93,14 +93,15 @@ def test_a_one_line_lookup_loads_no_module_it_does_not_use(tmp_path, json_option
     """Without KB_HOME (as users run it): the cache folder comes without platformdirs (and the
     tempfile and random it imports); evidence per GPU kind is for show and list; --json is read
     without argparse too. _hashlib is not on the list: every cache file's MAC is checked
-    before it is read (docs/reliability.md)."""
+    before it is read (docs/reliability.md). Caches are read with _pickle's own loads, not
+    through the pure-Python pickle module (kb.model.cpickle)."""
     code = (
         "import sys\n"
         "from kb.cli.main import main\n"
         f"rc = main(['lookup', *{json_option!r}, {MSG!r}])\n"
         "unwanted = ('platformdirs', 'tempfile', 'kb.knowledge.evidence_summary', 'yaml', 'rich',\n"
         "            'dataclasses', 'inspect', 'typing', 'argparse', 'gzip', 'threading',\n"
-        "            'shutil', 'hmac', 'hashlib')\n"
+        "            'shutil', 'hmac', 'hashlib', 'pickle', 'heapq', 'array')\n"
         "print('LOADED', [m for m in unwanted if m in sys.modules], rc)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "KB_HOME"}

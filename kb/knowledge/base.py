@@ -126,7 +126,7 @@ class KnowledgeBase:
         blobs = d.get("_evidence")
         if name != "evidence" or blobs is None:
             raise AttributeError(f"'KnowledgeBase' object has no attribute {name!r}")
-        import pickle
+        from kb.knowledge.pickle_file import pickle
 
         # In the order they were written; records already read are kept as they are.
         seen = d.get("_evidence_read", {})
@@ -151,7 +151,7 @@ class KnowledgeBase:
             blob = blobs.get(entry_id)
             if blob is None:
                 return []
-            import pickle
+            from kb.knowledge.pickle_file import pickle
 
             got = read[entry_id] = pickle.loads(blob)
         return got

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import gc
 import os
-import pickle
+
+from kb.model.cpickle import pickle
 
 TYPE_CHECKING = False  # typing is not imported on a lookup's start-up
 if TYPE_CHECKING:
@@ -358,9 +359,7 @@ def _smaller(reduced: object) -> object:
     if packed is None:
         import zlib
 
-        packed = pickle.dumps(
-            _Deflated(zlib.compress(details, 6)), protocol=pickle.HIGHEST_PROTOCOL
-        )
+        packed = pickle.dumps(_Deflated(zlib.compress(details, 6)), protocol=-1)
         if len(_PACKED) >= _PACKED_MAX:
             _PACKED.clear()
         _PACKED[details] = packed
@@ -394,7 +393,7 @@ def dumps(value: object) -> bytes:
     import io
 
     buf = io.BytesIO()
-    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    _Pickler(buf, protocol=-1).dump(value)  # -1: the highest protocol
     return buf.getvalue()
 
 

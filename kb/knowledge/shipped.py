@@ -21,7 +21,6 @@ installed package's folders when read.
 from __future__ import annotations
 
 import os
-import pickle
 
 from kb.version import __version__
 
@@ -146,7 +145,7 @@ def read(
     if got is None:
         return None
     fd, st = got
-    from kb.knowledge.pickle_file import UNREADABLE, gc_paused
+    from kb.knowledge.pickle_file import UNREADABLE, gc_paused, pickle
 
     head = header(tag)
     try:

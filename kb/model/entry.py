@@ -56,6 +56,43 @@ class Signature:
     # traceback at all (kb.diagnosis.catalog_match applies it to the root failure's line).
     raised_in: str = ""
 
+    # Pickled (kb's entry cache) as what the index reads of every candidate (_SIGNATURE_EAGER:
+    # its id, the literal a line must hold, the head a cut-off line is told by) and the rest as one nested pickle, unpickled when
+    # another field is first read: a cold lookup files ~1,400 signatures by word (the cache's
+    # tables) but reads the rest of only those whose literal its lines hold.
+    def __reduce__(self) -> tuple[Any, ...]:
+        import pickle
+
+        d = self.__dict__
+        rest = d.get("_rest")
+        if rest is None:
+            rest = pickle.dumps(tuple(getattr(self, n) for n in _SIGNATURE_REST), protocol=-1)
+        return (_signature_from_cache, (tuple(getattr(self, n) for n in _SIGNATURE_EAGER), rest))
+
+    def __getattr__(self, name: str) -> Any:  # only for a name not (yet) in __dict__
+        d = self.__dict__
+        rest = d.get("_rest")
+        if rest is None or name not in _SIGNATURE_REST:
+            raise AttributeError(f"'Signature' object has no attribute {name!r}")
+        from kb.model.cpickle import pickle
+
+        for n, value in zip(_SIGNATURE_REST, pickle.loads(rest)):
+            d.setdefault(n, value)  # another thread may have got here first: keep its objects
+        d.pop("_rest", None)
+        return d[name]
+
+
+_SIGNATURE_EAGER = ("id", "literal", "ignore_case", "any_of", "head")
+_SIGNATURE_REST = tuple(n for n in fields(Signature) if n not in _SIGNATURE_EAGER)
+
+
+def _signature_from_cache(eager: tuple[Any, ...], rest: bytes) -> Signature:
+    sig = object.__new__(Signature)
+    d = sig.__dict__
+    d.update(zip(_SIGNATURE_EAGER, eager))
+    d["_rest"] = rest
+    return sig
+
 
 @record(frozen=True)
 class Program:
@@ -198,7 +235,7 @@ class Entry:
         d = self.__dict__
         details = d.get("_details")
         if details is None:
-            details = pickle.dumps(tuple(d[n] for n in _DETAILS), protocol=pickle.HIGHEST_PROTOCOL)
+            details = pickle.dumps(tuple(d[n] for n in _DETAILS), protocol=-1)
         return (_entry_from_cache, (tuple(d[n] for n in _SUMMARY), details))
 
     def __getattr__(self, name: str) -> Any:  # only for a name not (yet) in __dict__
@@ -206,7 +243,7 @@ class Entry:
         details = d.get("_details")
         if details is None or name not in _DETAILS:
             raise AttributeError(f"'Entry' object has no attribute {name!r}")
-        import pickle
+        from kb.model.cpickle import pickle
 
         for n, value in zip(_DETAILS, pickle.loads(details)):
             d.setdefault(n, value)  # another thread may have got here first: keep its objects
