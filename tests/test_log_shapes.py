@@ -31,6 +31,25 @@ def test_a_line_hard_wrapped_inside_the_message_is_joined(engine):
     assert msg in got[2]
 
 
+def test_a_quoted_paste_whose_wrapped_lines_were_joined_is_read_without_the_markers(engine):
+    """A blockquote copied with its lines joined keeps each continuation's '>' in the line."""
+    parts = [
+        "RuntimeError: Attempting to deserialize object on a CUDA device but"
+        " torch.cuda.is_available() is",
+        "False. If you are running on a CPU-only machine, please use torch.load with",
+        "map_location=torch.device('cpu') to map your storages to the CPU.",
+    ]
+    got = best(engine, " >".join(parts))
+    assert got is not None and got[0] == "cuda-not-available"
+
+
+def test_a_comparison_or_an_arrow_is_not_taken_for_a_quote_marker():
+    from kb.knowledge.signatures import _QUOTE_JOIN
+
+    assert _QUOTE_JOIN.sub(" ", "a >= b -> c >> d x > y") == "a >= b -> c >> d x > y"
+    assert _QUOTE_JOIN.sub(" ", "is >False. with >map_location") == "is False. with map_location"
+
+
 def test_records_of_one_length_in_a_row_are_not_taken_for_a_wrap(engine):
     # Two ranks print the same warning, stamped alike and of the same length; the next line is a
     # kernel assertion. Joining them would glue the warning's tail onto the assertion's path.

@@ -42,6 +42,9 @@ CUT_WORDS = 7  # a line ending in this many words of a literal was cut after the
 # (kb.knowledge.literal_gate): a long log or a warm engine reads many more and wins the ~7 ms
 # compile back; a one-line lookup never pays it.
 GATE_AFTER = 256
+# A quote marker inside a line, after a word and before one: a quoted paste's wrapped lines
+# joined (not "a >= b", "->", ">>" or a marker followed by a space).
+_QUOTE_JOIN = re.compile(r"(?<=\S) >(?=[^\s>=])")
 # Exception classes and "CUDA error:" heads say nothing about which error it is.
 _GENERIC_HEAD = re.compile(
     r"^(?:\s*(?:[\w.]*(?:error|exception|warning|assert)\w*|cuda error|hip error)\s*:?)+\s*"
@@ -244,8 +247,17 @@ class SignatureIndex:
         return hits
 
     def _fallbacks(self, line: str, line_number: int, count: int) -> list[Hit]:
+        if " >" in line:
+            # A quoted paste whose wrapped lines were joined keeps each continuation's quote
+            # marker inside the line ("... is_available() is >False. If you ..."): the line is
+            # read again without them (a line that still holds none cannot come back here).
+            healed = _QUOTE_JOIN.sub(" ", line)
+            if healed != line:
+                hits = self.match_line(healed, line_number, count)
+                if hits:
+                    return hits
         low = line.lower()
-        hits: list[Hit] = []
+        hits = []
         if self.caseless and low != line:
             seen: set[tuple[str, str]] = set()
             for w in dict.fromkeys(_WORD.findall(low)):
