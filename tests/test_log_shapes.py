@@ -246,8 +246,13 @@ def test_fold_tail_is_the_walk_back_loop():
             "is output 0 of ReluBackward0, is at version 2; expected version 1 instead.\n",
             "autograd-inplace-modified",
         ),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect \n"
+            "[10.1.2.3]:29591: Connection refused\n",
+            "gloo-connection-error",
+        ),
     ],
-    ids=["plain", "rank-prefixed"],
+    ids=["plain", "rank-prefixed", "bracket-after-a-trailing-space"],
 )
 def test_a_message_word_wrapped_by_a_console_is_joined(engine, text, entry):
     got = best(engine, text)
@@ -267,6 +272,9 @@ def test_a_word_wrap_join_stops_at_a_new_record():
     ):
         texts = [ln.text for ln in scan_text(line + "\n" + nxt + "\n").lines]
         assert not any(t.startswith(line + " ") for t in texts), nxt
+    # A bracket starts a record after a line that ends in a word (no space where a wrap fell).
+    texts = [ln.text for ln in scan_text(line + "\n[10.1.2.3]:29591: refused\n").lines]
+    assert not any(t.startswith(line + " ") for t in texts)
     # A line that ends its sentence is not joined either.
     texts = [ln.text for ln in scan_text(line + ".\ndevices, cuda:0 and cpu!\n").lines]
     assert not any(len(t) > len(line) + 1 for t in texts)

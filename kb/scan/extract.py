@@ -917,14 +917,18 @@ def _word_wrapped(body: bytes, ls: int, le: int) -> bytes | None:
     parts = [text]
     pos = le
     for _ in range(WORD_WRAP_LINES):
-        ends_open = parts[-1][-1:].isalnum() or parts[-1][-1:] in ",;-" or seg[-1:] == b" "
+        at_space = seg[-1:] == b" "  # the wrap fell on a space the line still ends in
+        ends_open = parts[-1][-1:].isalnum() or parts[-1][-1:] in ",;-" or at_space
         if not ends_open or pos >= len(body):
             break
         nxt_end = body.find(b"\n", pos + 1)
         nxt_end = len(body) if nxt_end == -1 else nxt_end
         seg = body[pos + 1 : nxt_end].rstrip(b"\r")
         nprefix, nxt = _text(seg)
-        if not nxt or nprefix != prefix or _rx("new_record").match(nxt):
+        # After a trailing space, a bracket goes on the sentence ("connect \n[10.0.0.1]:29500:
+        # Connection refused"); a line that ends in a word and is followed by one is a record.
+        new_record = _rx("new_record").match(nxt) and not (at_space and nxt[:1] == "[")
+        if not nxt or nprefix != prefix or new_record:
             break
         parts.append(nxt)
         pos = nxt_end
