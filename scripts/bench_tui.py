@@ -29,6 +29,10 @@ them. With PYTHONDONTWRITEBYTECODE set and no cache, the checkout's modules (kb/
 compiled from source at every start while Textual's come compiled: --no-bytecode-cache measures
 that state (the environment as it is).
 
+--wheel times the wheel built from this checkout, installed into a venv of its own
+(scripts/bench_lookup.py's install_wheel), for every kind: what `pip install` gives a user,
+whose first TUI reads the entry cache the wheel ships instead of building one.
+
 --compare CHECKOUT times the TUI of another checkout (e.g. `git archive REV | tar -x -C DIR`)
 in the same runs, interleaved, as warm@other and fresh@other: before and after under one load.
 
@@ -105,7 +109,10 @@ def child(kind: str, expect: int, size: tuple[int, int], profile: str | None) ->
         t_import = time.time()
         app = Floor()
     else:
-        from tui.app import create_app  # the checkout's: PYTHONPATH names it
+        try:
+            from tui.app import create_app  # the checkout's: PYTHONPATH names it
+        except ImportError:  # an installed wheel (--wheel) ships it as kb.tui
+            from kb.tui.app import create_app
 
         t_import = time.time()
         app = create_app(prewarm=True)
@@ -137,8 +144,18 @@ def child(kind: str, expect: int, size: tuple[int, int], profile: str | None) ->
 
 
 # ------------------------------------------------------------------ the parent
+PYTHON = [sys.executable]  # the children's interpreter: another venv's with --wheel
+
+
+def _cwd(repo: str) -> str:
+    """Where a child runs: the checkout, or (the wheel) a folder without a kb/ to shadow it."""
+    return repo if PYTHON[0] == sys.executable else tempfile.gettempdir()
+
+
 def child_env(home: str, repo: str, pycache: str | None) -> dict[str, str]:
     env = dict(os.environ, KB_HOME=home, PYTHONPATH=repo)
+    if PYTHON[0] != sys.executable:  # the wheel's venv: its installed kb, not the checkout's
+        env.pop("PYTHONPATH")
     env.pop("KB_PATH", None)
     if pycache is not None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -158,10 +175,10 @@ def run_child(
     env = child_env(home, repo, pycache)
     child_kind = kind.split("@")[0]
     script = os.path.abspath(__file__)
-    cmd = [sys.executable, script, "--child", child_kind, "--expect", str(expect)]
+    cmd = [PYTHON[0], script, "--child", child_kind, "--expect", str(expect)]
     cmd += ["--size", size] + (["--profile", child_kind] if profile else [])
     t0 = time.time()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=repo)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, cwd=_cwd(repo))
     if proc.returncode != 0 or not proc.stdout.strip():
         raise SystemExit(f"{kind} run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -177,12 +194,12 @@ def count_and_warm(home: str, repo: str, pycache: str | None) -> int:
         "print(len(e.knowledge.entries))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code],
+        [PYTHON[0], "-c", code],
         env=child_env(home, repo, pycache),
         capture_output=True,
         text=True,
         check=True,
-        cwd=repo,
+        cwd=_cwd(repo),
     )
     return int(out.stdout.split()[-1])
 
@@ -193,6 +210,7 @@ def main() -> None:
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--compare", metavar="CHECKOUT", help="another checkout's TUI, interleaved")
     ap.add_argument("--no-bytecode-cache", action="store_true")
+    ap.add_argument("--wheel", action="store_true", help="time the wheel built from this checkout")
     ap.add_argument("--profile", choices=KINDS)
     ap.add_argument("--child", choices=KINDS, help=argparse.SUPPRESS)
     ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
@@ -202,6 +220,15 @@ def main() -> None:
         child(args.child, args.expect, (cols, rows), args.profile)
         return
 
+    if args.wheel:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from bench_lookup import install_wheel
+
+        venv = install_wheel()
+        if venv is None:
+            raise SystemExit("no wheel could be built here")
+        PYTHON[0] = str(venv / "bin" / "python")
+        print(f"the wheel installed in {venv}")
     root = tempfile.mkdtemp(prefix="bench-tui-")
     try:
         pycache = None if args.no_bytecode_cache else os.path.join(root, "pycache")
