@@ -241,6 +241,11 @@ def iter_chunks(stream: IO[bytes], size: int = CHUNK) -> Iterator[bytes]:
         yield b
 
 
+# Every byte but the control bytes a text log does not hold (below tab, and 14-31): deleting
+# them leaves those, counted in C rather than byte by byte in Python.
+_NOT_CONTROL = bytes(c for c in range(256) if not (c < 9 or 13 < c < 32))
+
+
 def _looks_binary(first: bytes) -> bool:
     sample = first[:8192]
     if not sample:
@@ -248,7 +253,7 @@ def _looks_binary(first: bytes) -> bool:
     # Logs are text: few NULs, few control bytes, and (whatever the locale) mostly valid UTF-8.
     return (
         sample.count(b"\x00") > len(sample) // 100
-        or sum(c < 9 or 13 < c < 32 for c in sample) > len(sample) // 10
+        or len(sample.translate(None, _NOT_CONTROL)) > len(sample) // 10
         or sample.decode("utf-8", "replace").count("\ufffd") > len(sample) // 20
     )
 
