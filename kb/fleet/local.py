@@ -159,10 +159,20 @@ def _await_manager(ex: ProcessPoolExecutor, seconds: float = 5.0) -> None:
     at interpreter exit concurrent.futures wakes every manager thread, and one still closing
     that pipe makes the write fail ("Exception ignored in: <module 'threading'> ... OSError:
     [Errno 9] Bad file descriptor", CPython < 3.12) after kb has said it was stopped."""
-    thread = getattr(ex, "_executor_manager_thread", None)
-    if thread is not None:
+    # Every pool's manager thread, not only this one's: a pool made again after a worker died
+    # (or the one-job pools of _alone) may be closing its pipe too. concurrent.futures keeps
+    # them in _threads_wakeups (CPython 3.9+); the pool's own attribute where it does not.
+    import concurrent.futures.process as cfp
+    import time
+
+    threads = list(getattr(cfp, "_threads_wakeups", {}).keys())
+    own = getattr(ex, "_executor_manager_thread", None)
+    if own is not None and own not in threads:
+        threads.append(own)
+    end = time.monotonic() + seconds
+    for thread in threads:
         with suppress(Exception):
-            thread.join(seconds)
+            thread.join(max(0.0, end - time.monotonic()))
 
 
 def _die_with_parent() -> None:
