@@ -10,6 +10,32 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+def _packed(obj: Any, key: str, names: tuple[str, ...]) -> bytes:
+    """The fields `names` of a record as one nested pickle: the one it was read with (kept under
+    `key` while none of them has been read), else made now."""
+    blob = obj.__dict__.get(key)
+    if blob is None:
+        from kb.model.cpickle import pickle
+
+        blob = pickle.dumps(tuple(getattr(obj, n) for n in names), -1)
+    return blob
+
+
+def _unpacked(obj: Any, key: str, names: tuple[str, ...], name: str) -> Any:
+    """Field `name` of a record whose fields `names` still wait in the nested pickle under `key`
+    (_packed): all of them are unpickled into its __dict__ at once."""
+    d = obj.__dict__
+    blob = d.get(key)
+    if blob is None or name not in names:
+        raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+    from kb.model.cpickle import pickle
+
+    for n, value in zip(names, pickle.loads(blob)):
+        d.setdefault(n, value)  # another thread may have got here first: keep its objects
+    d.pop(key, None)
+    return d[name]
+
+
 @record(frozen=True)
 class Code:
     api: str  # runtime | runtime-legacy | driver
@@ -57,29 +83,16 @@ class Signature:
     raised_in: str = ""
 
     # Pickled (kb's entry cache) as what the index reads of every candidate (_SIGNATURE_EAGER:
-    # its id, the literal a line must hold, the head a cut-off line is told by) and the rest as one nested pickle, unpickled when
-    # another field is first read: a cold lookup files ~1,400 signatures by word (the cache's
-    # tables) but reads the rest of only those whose literal its lines hold.
+    # its id, the literal a line must hold, the head a cut-off line is told by) and the rest as
+    # one nested pickle, unpickled when another field is first read: a cold lookup files ~1,400
+    # signatures by word (the cache's tables) but reads the rest of only those whose literal
+    # its lines hold.
     def __reduce__(self) -> tuple[Any, ...]:
-        import pickle
-
-        d = self.__dict__
-        rest = d.get("_rest")
-        if rest is None:
-            rest = pickle.dumps(tuple(getattr(self, n) for n in _SIGNATURE_REST), protocol=-1)
+        rest = _packed(self, "_rest", _SIGNATURE_REST)
         return (_signature_from_cache, (tuple(getattr(self, n) for n in _SIGNATURE_EAGER), rest))
 
     def __getattr__(self, name: str) -> Any:  # only for a name not (yet) in __dict__
-        d = self.__dict__
-        rest = d.get("_rest")
-        if rest is None or name not in _SIGNATURE_REST:
-            raise AttributeError(f"'Signature' object has no attribute {name!r}")
-        from kb.model.cpickle import pickle
-
-        for n, value in zip(_SIGNATURE_REST, pickle.loads(rest)):
-            d.setdefault(n, value)  # another thread may have got here first: keep its objects
-        d.pop("_rest", None)
-        return d[name]
+        return _unpacked(self, "_rest", _SIGNATURE_REST, name)
 
 
 _SIGNATURE_EAGER = ("id", "literal", "ignore_case", "any_of", "head")
@@ -230,25 +243,11 @@ class Entry:
     # as objects, and the sections only a shown entry needs (_DETAILS) as one nested pickle,
     # unpickled when one of them is first read. A cold lookup then makes a tenth of the objects.
     def __reduce__(self) -> tuple[Any, ...]:
-        import pickle
-
-        d = self.__dict__
-        details = d.get("_details")
-        if details is None:
-            details = pickle.dumps(tuple(d[n] for n in _DETAILS), protocol=-1)
-        return (_entry_from_cache, (tuple(d[n] for n in _SUMMARY), details))
+        details = _packed(self, "_details", _DETAILS)
+        return (_entry_from_cache, (tuple(self.__dict__[n] for n in _SUMMARY), details))
 
     def __getattr__(self, name: str) -> Any:  # only for a name not (yet) in __dict__
-        d = self.__dict__
-        details = d.get("_details")
-        if details is None or name not in _DETAILS:
-            raise AttributeError(f"'Entry' object has no attribute {name!r}")
-        from kb.model.cpickle import pickle
-
-        for n, value in zip(_DETAILS, pickle.loads(details)):
-            d.setdefault(n, value)  # another thread may have got here first: keep its objects
-        d.pop("_details", None)
-        return d[name]
+        return _unpacked(self, "_details", _DETAILS, name)
 
 
 _DETAILS = (
